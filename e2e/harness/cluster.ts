@@ -1,0 +1,97 @@
+import { randomBytes } from "node:crypto";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ensureModel } from "@shoal/models";
+import { ServiceProcess } from "./service-process.ts";
+
+export const KAFKA_BROKERS = process.env["KAFKA_BROKERS"] ?? "127.0.0.1:19092";
+
+export interface ClusterOptions {
+  readonly gateways?: number;
+  readonly workers?: number;
+  /** Generator presets to serve (default: the tiny test encoder). */
+  readonly presets?: readonly string[];
+  readonly partitions?: number;
+  readonly gatewayEnv?: Record<string, string>;
+  readonly workerEnv?: Record<string, string>;
+}
+
+export interface TestCluster {
+  /** Unique per cluster, so each test has its own topics and consumer groups. */
+  readonly pool: string;
+  readonly catalogPath: string;
+  readonly gateways: ServiceProcess[];
+  readonly workers: ServiceProcess[];
+  readonly urls: string[];
+  readonly modelIds: string[];
+  startWorker(env?: Record<string, string>): Promise<ServiceProcess>;
+  stop(): Promise<void>;
+}
+
+/** Writes a catalog serving the given presets in one uniquely named pool. */
+export async function writeCatalog(presets: readonly string[], partitions: number): Promise<{ path: string; pool: string; dirs: string[] }> {
+  const dirs = await Promise.all(presets.map((p) => ensureModel(p)));
+  const pool = `t${randomBytes(4).toString("hex")}`;
+  const dir = await mkdtemp(join(tmpdir(), "shoal-e2e-"));
+  const path = join(dir, "catalog.yaml");
+  const models = dirs.map((d) => `  - path: ${JSON.stringify(d)}\n    pool: ${pool}`).join("\n");
+  await writeFile(path, `pools:\n  ${pool}:\n    partitions: ${partitions}\nmodels:\n${models}\n`);
+  return { path, pool, dirs };
+}
+
+/** Starts gateways and workers as separate processes against the test broker. */
+export async function startCluster(opts: ClusterOptions = {}): Promise<TestCluster> {
+  const presets = opts.presets ?? ["tiny"];
+  const { path: catalogPath, pool } = await writeCatalog(presets, opts.partitions ?? 4);
+  const common = { KAFKA_BROKERS, SHOAL_CATALOG: catalogPath };
+  const workers: ServiceProcess[] = [];
+  const gateways: ServiceProcess[] = [];
+  let n = 0;
+  async function startWorker(env: Record<string, string> = {}): Promise<ServiceProcess> {
+    const id = `${pool}-w${n++}`;
+    const w = ServiceProcess.start("worker", id, {
+      ...common,
+      SHOAL_POOL: pool,
+      SHOAL_WORKER_ID: id,
+      SHOAL_INTRA_OP_THREADS: "1",
+      ...opts.workerEnv,
+      ...env,
+    });
+    workers.push(w);
+    await w.waitForLog((l) => l.msg === "worker pulling jobs");
+    return w;
+  }
+  try {
+    await Promise.all(Array.from({ length: opts.workers ?? 1 }, () => startWorker()));
+    const started = await Promise.all(
+      Array.from({ length: opts.gateways ?? 1 }, async (_, i) => {
+        const g = ServiceProcess.start("gateway", `${pool}-g${i}`, {
+          ...common,
+          SHOAL_PORT: "0",
+          SHOAL_INSTANCE_ID: `${pool}-g${i}`,
+          ...opts.gatewayEnv,
+        });
+        gateways.push(g);
+        const line = await g.waitForLog((l) => l.msg === "gateway serving");
+        return `http://127.0.0.1:${String(line["port"])}`;
+      }),
+    );
+    const modelLine = await gateways[0]!.waitForLog((l) => l.msg === "gateway serving");
+    return {
+      pool,
+      catalogPath,
+      gateways,
+      workers,
+      urls: started,
+      modelIds: modelLine["models"] as string[],
+      startWorker,
+      async stop() {
+        await Promise.all([...gateways, ...workers].map((p) => p.stop("SIGTERM")));
+      },
+    };
+  } catch (err) {
+    await Promise.all([...gateways, ...workers].map((p) => p.stop("SIGKILL")));
+    throw err;
+  }
+}

@@ -1,0 +1,86 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { resolve } from "node:path";
+import { createInterface } from "node:readline";
+
+export const REPO_ROOT = resolve(import.meta.dirname, "../..");
+
+/** One JSON log line of a Shoal service. */
+export type LogLine = Record<string, unknown> & { msg?: string; level?: string };
+
+/** A gateway or worker running as its own OS process, with its parsed log lines. */
+export class ServiceProcess {
+  readonly logs: LogLine[] = [];
+  readonly exited: Promise<number | null>;
+  private waiters: Array<{ pred: (l: LogLine) => boolean; resolve: (l: LogLine) => void }> = [];
+
+  private constructor(
+    readonly name: string,
+    private readonly child: ChildProcess,
+  ) {
+    const lines = createInterface({ input: child.stdout! });
+    lines.on("line", (raw) => this.onLine(raw));
+    const errs = createInterface({ input: child.stderr! });
+    errs.on("line", (raw) => this.onLine(JSON.stringify({ level: "stderr", msg: raw })));
+    this.exited = once(child, "exit").then(([code]) => code as number | null);
+  }
+
+  /** Starts `services/<kind>/src/main.ts` with the given environment. */
+  static start(kind: "gateway" | "worker", name: string, env: Record<string, string>): ServiceProcess {
+    const child = spawn(process.execPath, ["--import", "tsx", resolve(REPO_ROOT, `services/${kind}/src/main.ts`)], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, LOG_LEVEL: "info", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    return new ServiceProcess(name, child);
+  }
+
+  get pid(): number {
+    return this.child.pid ?? -1;
+  }
+
+  private onLine(raw: string): void {
+    let line: LogLine;
+    try {
+      line = JSON.parse(raw) as LogLine;
+    } catch {
+      line = { level: "stdout", msg: raw };
+    }
+    this.logs.push(line);
+    if (process.env["SHOAL_E2E_ECHO"]) process.stderr.write(`[${this.name}] ${raw}\n`);
+    this.waiters = this.waiters.filter((w) => (w.pred(line) ? (w.resolve(line), false) : true));
+  }
+
+  /** Resolves with the first log line (past or future) matching `pred`; rejects on exit or timeout. */
+  waitForLog(pred: (l: LogLine) => boolean, timeoutMs = 60_000): Promise<LogLine> {
+    const seen = this.logs.find(pred);
+    if (seen) return Promise.resolve(seen);
+    return new Promise<LogLine>((resolveLine, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${this.name}: no matching log line within ${timeoutMs} ms\n${this.tail()}`)), timeoutMs);
+      void this.exited.then((code) => reject(new Error(`${this.name} exited (${code}) before the expected log line\n${this.tail()}`)));
+      this.waiters.push({
+        pred,
+        resolve: (l) => {
+          clearTimeout(timer);
+          resolveLine(l);
+        },
+      });
+    });
+  }
+
+  tail(n = 30): string {
+    return this.logs.slice(-n).map((l) => JSON.stringify(l)).join("\n");
+  }
+
+  /** Sends a signal and waits for the exit code (bounded). */
+  async stop(signal: NodeJS.Signals = "SIGTERM", timeoutMs = 30_000): Promise<number | null> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return this.child.exitCode;
+    this.child.kill(signal);
+    const timer = setTimeout(() => this.child.kill("SIGKILL"), timeoutMs);
+    try {
+      return await this.exited;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}

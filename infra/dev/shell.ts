@@ -1,0 +1,38 @@
+import { spawn, type SpawnOptions } from "node:child_process";
+import { readdir } from "node:fs/promises";
+import { join, relative, resolve } from "node:path";
+
+export const REPO_ROOT = resolve(import.meta.dirname, "../..");
+export const KAFKA_SH = join(REPO_ROOT, "infra/kafka/kafka.sh");
+
+/** Prints a progress line for a long-running step. */
+export function step(message: string): void {
+  process.stderr.write(`\n==> ${message}\n`);
+}
+
+/** Runs a command with inherited stdio; resolves with its exit code. */
+export function run(cmd: string, args: readonly string[], opts: SpawnOptions = {}): Promise<number> {
+  return new Promise((ok, fail) => {
+    const child = spawn(cmd, args, { stdio: "inherit", cwd: REPO_ROOT, ...opts });
+    child.once("error", fail);
+    child.once("exit", (code, signal) => ok(code ?? (signal ? 128 : 1)));
+  });
+}
+
+/** Runs a command and throws if it fails. */
+export async function mustRun(cmd: string, args: readonly string[], opts: SpawnOptions = {}): Promise<void> {
+  const code = await run(cmd, args, opts);
+  if (code !== 0) throw new Error(`${cmd} ${args.join(" ")} exited with ${code}`);
+}
+
+/** Files under `dir` (recursively, skipping node_modules) whose names end with `suffix`. */
+export async function findFiles(dir: string, suffix: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    if (entry.name === "node_modules" || entry.name.startsWith(".")) continue;
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) out.push(...(await findFiles(path, suffix)));
+    else if (entry.name.endsWith(suffix)) out.push(relative(REPO_ROOT, path));
+  }
+  return out.sort();
+}

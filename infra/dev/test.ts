@@ -1,0 +1,57 @@
+/**
+ * `npm test`: every test of the project. Unit tests first, then the e2e suite against a real
+ * Kafka broker started for this run on its own port and data folder (removed afterwards), so a
+ * running dev cluster is never touched.
+ *
+ *   npm test                # all
+ *   npm test -- --unit      # unit tests only (no broker)
+ *   npm test -- e2e/x.test.ts   # chosen files (a broker is started if any is under e2e/)
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ensureModel } from "@shoal/models";
+import { findFiles, KAFKA_SH, REPO_ROOT, mustRun, run, step } from "./shell.ts";
+
+const args = process.argv.slice(2);
+const unitOnly = args.includes("--unit");
+const chosen = args.filter((a) => !a.startsWith("--"));
+
+const unitFiles = [
+  ...(await findFiles(join(REPO_ROOT, "services"), ".test.ts")),
+  ...(await findFiles(join(REPO_ROOT, "infra"), ".test.ts")),
+];
+const e2eFiles = await findFiles(join(REPO_ROOT, "e2e"), ".test.ts");
+const files = chosen.length > 0 ? chosen : unitOnly ? unitFiles : [...unitFiles, ...e2eFiles];
+const needsBroker = files.some((f) => f.startsWith("e2e"));
+
+step("test models (generated once into the cache)");
+const tiny = await ensureModel("tiny", { onResult: (built) => console.error(built ? "built tiny model" : "tiny model cached") });
+console.error(tiny);
+
+const env: NodeJS.ProcessEnv = { ...process.env };
+let dataDir: string | undefined;
+const port = process.env["SHOAL_TEST_KAFKA_PORT"] ?? "19092";
+if (needsBroker) {
+  step(`test Kafka broker on 127.0.0.1:${port}`);
+  dataDir = await mkdtemp(join(tmpdir(), "shoal-test-kafka-"));
+  await mustRun("bash", [KAFKA_SH, "start"], { env: { ...process.env, KAFKA_PORT: port, KAFKA_DATA_DIR: dataDir } });
+  env["KAFKA_BROKERS"] = `127.0.0.1:${port}`;
+}
+
+let code = 1;
+try {
+  step(`running ${files.length} test files`);
+  code = await run(
+    process.execPath,
+    ["--import", "tsx", "--test", "--test-concurrency=1", "--test-timeout=600000", ...files],
+    { env },
+  );
+} finally {
+  if (dataDir) {
+    step("stopping the test broker");
+    await run("bash", [KAFKA_SH, "stop"], { env: { ...process.env, KAFKA_PORT: port, KAFKA_DATA_DIR: dataDir } });
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+process.exit(code);

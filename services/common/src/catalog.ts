@@ -1,0 +1,125 @@
+import { readFile } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
+import { parse as parseYaml } from "yaml";
+import { readModelDir, type ModelSpec } from "./model-manifest.ts";
+
+/** A pool of workers: one consumer group over its own jobs topics. */
+export interface PoolSpec {
+  readonly name: string;
+  /** Partitions of each of the pool's jobs topics: the most workers that can share the pool. */
+  readonly partitions: number;
+}
+
+/** One model the cluster serves. */
+export interface CatalogModel {
+  readonly id: string;
+  readonly pool: string;
+  readonly spec: ModelSpec;
+}
+
+export interface Catalog {
+  readonly path: string;
+  readonly pools: ReadonlyMap<string, PoolSpec>;
+  readonly models: ReadonlyMap<string, CatalogModel>;
+}
+
+/** Every problem found in a catalog file, each naming the file, the model and the field. */
+export class CatalogError extends Error {
+  override readonly name = "CatalogError";
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid model catalog:\n  - ${problems.join("\n  - ")}`);
+  }
+}
+
+const DEFAULT_POOL = "default";
+const DEFAULT_PARTITIONS = 8;
+const NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+
+/** Expands `${VAR}` and `${VAR:-fallback}` from the environment. */
+function expand(value: string, env: NodeJS.ProcessEnv, problems: string[], where: string): string {
+  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_m, name: string, fallback?: string) => {
+    const v = env[name];
+    if (v !== undefined && v !== "") return v;
+    if (fallback !== undefined) return fallback;
+    problems.push(`${where}: environment variable ${name} is not set`);
+    return "";
+  });
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Loads and validates a YAML model catalog:
+ *
+ * ```yaml
+ * pools:
+ *   default: { partitions: 8 }
+ * models:
+ *   - path: ${SHOAL_MODELS}/minilm   # a Shoal model directory (relative to this file)
+ *     id: my-embedder                # optional, defaults to the manifest's id
+ *     pool: default                  # optional
+ * ```
+ */
+export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process.env): Promise<Catalog> {
+  const file = resolve(path);
+  const problems: string[] = [];
+  let doc: unknown;
+  try {
+    doc = parseYaml(await readFile(file, "utf8"));
+  } catch (err) {
+    throw new CatalogError([`${file}: ${(err as Error).message}`]);
+  }
+  if (!isRecord(doc)) throw new CatalogError([`${file}: expected a mapping with 'models'`]);
+
+  const pools = new Map<string, PoolSpec>();
+  const rawPools = doc["pools"] ?? { [DEFAULT_POOL]: {} };
+  if (!isRecord(rawPools)) problems.push(`${file}: pools: expected a mapping`);
+  else {
+    for (const [name, raw] of Object.entries(rawPools)) {
+      const where = `${file}: pools.${name}`;
+      if (!NAME.test(name)) problems.push(`${where}: name must match ${NAME}`);
+      const partitions = isRecord(raw) ? (raw["partitions"] ?? DEFAULT_PARTITIONS) : DEFAULT_PARTITIONS;
+      if (!Number.isInteger(partitions) || (partitions as number) < 1 || (partitions as number) > 1024) {
+        problems.push(`${where}.partitions: expected an integer in 1..1024`);
+      }
+      pools.set(name, Object.freeze({ name, partitions: Number(partitions) }));
+    }
+  }
+
+  const models = new Map<string, CatalogModel>();
+  const rawModels = doc["models"];
+  if (!Array.isArray(rawModels) || rawModels.length === 0) {
+    problems.push(`${file}: models: expected a non-empty list`);
+  } else {
+    const loaded = await Promise.all(
+      rawModels.map(async (raw: unknown, i: number) => {
+        const where = `${file}: models[${i}]`;
+        if (!isRecord(raw)) return void problems.push(`${where}: expected a mapping`);
+        if (typeof raw["path"] !== "string") return void problems.push(`${where}.path: required string`);
+        const dir = resolve(dirname(file), expand(raw["path"], env, problems, `${where}.path`));
+        const pool = raw["pool"] ?? DEFAULT_POOL;
+        if (typeof pool !== "string" || !pools.has(pool)) problems.push(`${where}.pool: unknown pool '${String(pool)}'`);
+        if (raw["id"] !== undefined && (typeof raw["id"] !== "string" || !NAME.test(raw["id"]))) {
+          problems.push(`${where}.id: must match ${NAME}`);
+        }
+        try {
+          const spec = await readModelDir(dir);
+          const id = typeof raw["id"] === "string" ? raw["id"] : spec.id;
+          return { where, model: Object.freeze({ id, pool: String(pool), spec }) };
+        } catch (err) {
+          problems.push(`${where}: ${(err as Error).message}`);
+          return undefined;
+        }
+      }),
+    );
+    for (const entry of loaded) {
+      if (!entry) continue;
+      if (models.has(entry.model.id)) problems.push(`${entry.where}.id: duplicate model id '${entry.model.id}'`);
+      models.set(entry.model.id, entry.model);
+    }
+  }
+  if (problems.length > 0) throw new CatalogError(problems);
+  return Object.freeze({ path: file, pools, models });
+}

@@ -1,0 +1,52 @@
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import {
+  JobEnvelopeSchema,
+  JobResultSchema,
+  type JobEnvelope,
+  type JobResult,
+} from "@shoal/gen/shoal/v1/job_pb.ts";
+
+/** A Kafka record that is not a valid protobuf message of the expected type. */
+export class RecordDecodeError extends Error {
+  override readonly name = "RecordDecodeError";
+  constructor(
+    readonly what: "JobEnvelope" | "JobResult",
+    reason: string,
+  ) {
+    super(`undecodable ${what}: ${reason}`);
+  }
+}
+
+export function encodeEnvelope(envelope: JobEnvelope): Uint8Array {
+  return toBinary(JobEnvelopeSchema, envelope);
+}
+
+/** Decodes and sanity-checks an envelope; throws RecordDecodeError for anything unusable. */
+export function decodeEnvelope(bytes: Uint8Array | null): JobEnvelope {
+  if (!bytes || bytes.length === 0) throw new RecordDecodeError("JobEnvelope", "empty record");
+  let envelope: JobEnvelope;
+  try {
+    envelope = fromBinary(JobEnvelopeSchema, bytes);
+  } catch (err) {
+    throw new RecordDecodeError("JobEnvelope", (err as Error).message);
+  }
+  if (envelope.jobId === "") throw new RecordDecodeError("JobEnvelope", "missing job_id");
+  if (!envelope.replyTo?.topic) throw new RecordDecodeError("JobEnvelope", "missing reply_to");
+  return envelope;
+}
+
+export function encodeResult(result: JobResult): Uint8Array {
+  return toBinary(JobResultSchema, result);
+}
+
+export function decodeResult(bytes: Uint8Array | null): JobResult {
+  if (!bytes || bytes.length === 0) throw new RecordDecodeError("JobResult", "empty record");
+  let result: JobResult;
+  try {
+    result = fromBinary(JobResultSchema, bytes);
+  } catch (err) {
+    throw new RecordDecodeError("JobResult", (err as Error).message);
+  }
+  if (result.jobId === "") throw new RecordDecodeError("JobResult", "missing job_id");
+  return result;
+}

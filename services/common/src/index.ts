@@ -1,0 +1,10 @@
+export { createLogger, type Logger } from "./logger.ts";
+export { createKafka, type KafkaSettings } from "./kafka.ts";
+export { readKafkaSettings } from "./kafka-settings.ts";
+export { EnvReader, ConfigError } from "./env-config.ts";
+export { jobsTopic, replyTopic, ensureTopics, poolTopicSpecs, MAX_RECORD_BYTES, type ServedLane, type TopicSpec } from "./topics.ts";
+export { encodeEnvelope, decodeEnvelope, encodeResult, decodeResult, RecordDecodeError } from "./codec.ts";
+export { createBatchingProducer, ProducerClosedError, type BatchingProducer } from "./batching-producer.ts";
+export { vectorsToBytes, bytesToVectors } from "./vectors.ts";
+export { loadCatalog, CatalogError, type Catalog, type CatalogModel, type PoolSpec } from "./catalog.ts";
+export { readModelDir, ModelLoadError, type ModelSpec } from "./model-manifest.ts";

@@ -1,0 +1,16 @@
+import { pino, type Logger } from "pino";
+
+export type { Logger } from "pino";
+
+/**
+ * The one logger factory of every Shoal service: JSON lines on stdout, `service` on each line,
+ * level from `LOG_LEVEL` (default `info`). Components take `logger.child({ component })`.
+ */
+export function createLogger(service: string, level = process.env["LOG_LEVEL"] ?? "info"): Logger {
+  return pino({
+    level,
+    base: { service, pid: process.pid },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label) => ({ level: label }) },
+  });
+}

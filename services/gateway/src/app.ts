@@ -1,0 +1,133 @@
+import { Code, type Interceptor } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { createKafka, ensureTopics, loadCatalog, MAX_RECORD_BYTES, poolTopicSpecs, replyTopic, type Logger } from "@shoal/common";
+import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
+import { Health, HealthCheckResponse_ServingStatus as Serving } from "@shoal/gen/grpc/health/v1/health_pb.ts";
+import type { GatewayConfig } from "./config.ts";
+import { createDualServer } from "./dual-server.ts";
+import { toConnectError } from "./errors.ts";
+import { createHealthService, HealthState } from "./health-service.ts";
+import { createInferenceService } from "./inference-service.ts";
+import { createJobProducer } from "./job-producer.ts";
+import { createModelService } from "./model-service.ts";
+import { PendingJobs } from "./pending-jobs.ts";
+import { createReplyConsumer } from "./reply-consumer.ts";
+
+export interface GatewayApp {
+  /** Resolves with the bound port once the gateway serves. */
+  start(): Promise<{ port: number }>;
+  /** Idempotent graceful stop: refuse new calls, wait for in-flight ones, close clients. */
+  stop(): Promise<void>;
+}
+
+/** Maps every error a handler throws to its Connect code, once, at the edge; logs the unexpected. */
+function mapErrors(logger: Logger): Interceptor {
+  const log = logger.child({ component: "rpc" });
+  return (next) => async (req) => {
+    try {
+      return await next(req);
+    } catch (err) {
+      const mapped = toConnectError(err);
+      if (mapped.code === Code.Internal) log.error({ err, method: req.method.name }, "internal error");
+      throw mapped;
+    }
+  };
+}
+
+/** The gateway's composition root. */
+export function createGatewayApp(config: GatewayConfig, logger: Logger): GatewayApp {
+  const log = logger.child({ component: "app", instance: config.instanceId });
+  const kafka = createKafka(config.kafka, logger);
+  const admin = kafka.admin();
+  const pending = new PendingJobs();
+  const producer = createJobProducer(kafka, logger);
+  const ownReplyTopic = replyTopic(config.instanceId);
+  const replies = createReplyConsumer(kafka, logger, {
+    topic: ownReplyTopic,
+    groupId: `shoal-gateway-${config.instanceId}`,
+    onResult: (result) => pending.settle(result),
+  });
+  const health = new HealthState([InferenceService.typeName, ModelService.typeName]);
+  let server: ReturnType<typeof createDualServer> | undefined;
+  let stopping: Promise<void> | undefined;
+
+  async function start(): Promise<{ port: number }> {
+    const catalog = await loadCatalog(config.catalogPath);
+    await admin.connect();
+    await ensureTopics(admin, [
+      ...[...catalog.pools.values()].flatMap(poolTopicSpecs),
+      {
+        topic: ownReplyTopic,
+        partitions: config.replyPartitions,
+        // Replies matter only while their caller waits; an abandoned topic ages out.
+        config: { "retention.ms": String(3_600_000), "max.message.bytes": String(MAX_RECORD_BYTES) },
+      },
+    ]);
+    await producer.start();
+    await replies.start();
+
+    const handler = connectNodeAdapter({
+      interceptors: [mapErrors(logger)],
+      readMaxBytes: config.maxRequestBytes,
+      routes(router) {
+        router.service(
+          InferenceService,
+          createInferenceService({
+            catalog,
+            producer,
+            pending,
+            replyTopic: ownReplyTopic,
+            limits: config,
+            defaultTimeoutMs: config.defaultTimeoutMs,
+            maxTimeoutMs: config.maxTimeoutMs,
+            isAccepting: () => stopping === undefined,
+          }),
+        );
+        router.service(ModelService, createModelService(catalog));
+        router.service(Health, createHealthService(health));
+      },
+      fallback(req, res) {
+        const reply = (status: number, body: string): void => {
+          res.writeHead(status, { "content-type": "text/plain" });
+          res.end(body);
+        };
+        if (req.url === "/healthz") reply(200, "ok\n");
+        else if (req.url === "/readyz") {
+          const ready = health.get("") === Serving.SERVING;
+          reply(ready ? 200 : 503, ready ? "ready\n" : "not ready\n");
+        } else reply(404, "not found\n");
+      },
+    });
+    server = createDualServer(handler);
+    const address = await server.listen(config.port, config.host);
+    health.setAll(Serving.SERVING);
+    log.info({ host: config.host, port: address.port, models: [...catalog.models.keys()], replyTopic: ownReplyTopic }, "gateway serving");
+    return { port: address.port };
+  }
+
+  async function shutdown(): Promise<void> {
+    health.setAll(Serving.NOT_SERVING);
+    const inFlight = pending.size;
+    const drained = await pending.drained(config.drainGraceMs);
+    log.info({ inFlight, drained }, "in-flight calls drained");
+    await server?.close();
+    await replies.stop();
+    await producer.stop();
+    try {
+      await admin.deleteTopics({ topics: [ownReplyTopic], timeout: 5_000 });
+    } catch (err) {
+      log.warn({ err }, "could not delete this replica's reply topic");
+    }
+    await admin.disconnect();
+    log.info("gateway stopped");
+  }
+
+  return {
+    start,
+    stop() {
+      stopping ??= shutdown();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,73 @@
+import http from "node:http";
+import http2 from "node:http2";
+import net, { type AddressInfo, type Socket } from "node:net";
+
+type Handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => void;
+
+/** One TCP port that speaks HTTP/1.1 (browsers, Connect JSON, gRPC-Web) and h2c (gRPC). */
+export interface DualServer {
+  listen(port: number, host: string): Promise<AddressInfo>;
+  /** Stops accepting, lets open requests finish, then closes idle connections. */
+  close(): Promise<void>;
+}
+
+// Every HTTP/2 connection starts with this preface; no HTTP/1 method starts with "PRI".
+const H2_PREFACE_START = Buffer.from("PRI");
+
+/**
+ * Serves both protocols on one port by sniffing the first bytes of each connection: the
+ * HTTP/2 client preface goes to an h2c server, everything else to an HTTP/1.1 server.
+ */
+export function createDualServer(handler: Handler, opts: { maxHeaderBytes?: number } = {}): DualServer {
+  const h1 = http.createServer({ maxHeaderSize: opts.maxHeaderBytes ?? 16 * 1024, keepAliveTimeout: 65_000 }, handler);
+  const h2 = http2.createServer({}, handler);
+  const sockets = new Set<Socket>();
+  const h2Sessions = new Set<http2.ServerHttp2Session>();
+  h2.on("session", (session) => {
+    h2Sessions.add(session);
+    session.once("close", () => h2Sessions.delete(session));
+  });
+
+  const tcp = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    socket.on("error", () => socket.destroy());
+    let head = Buffer.alloc(0);
+    const onData = (chunk: Buffer): void => {
+      head = Buffer.concat([head, chunk]);
+      if (head.length < H2_PREFACE_START.length && head.equals(H2_PREFACE_START.subarray(0, head.length))) return;
+      socket.off("data", onData);
+      socket.pause();
+      socket.unshift(head);
+      const isH2 = head.subarray(0, H2_PREFACE_START.length).equals(H2_PREFACE_START);
+      (isH2 ? h2 : h1).emit("connection", socket);
+      process.nextTick(() => socket.resume());
+    };
+    socket.on("data", onData);
+  });
+
+  return {
+    listen(port, host) {
+      return new Promise((resolve, reject) => {
+        tcp.once("error", reject);
+        tcp.listen(port, host, () => {
+          tcp.off("error", reject);
+          resolve(tcp.address() as AddressInfo);
+        });
+      });
+    },
+    async close() {
+      const closed = new Promise<void>((resolve) => tcp.close(() => resolve()));
+      for (const session of h2Sessions) session.close();
+      h1.closeIdleConnections();
+      // Requests still open get a short grace; then the sockets are cut.
+      const deadline = Date.now() + 2_000;
+      while (sockets.size > 0 && Date.now() < deadline) {
+        h1.closeIdleConnections();
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      for (const socket of sockets) socket.destroy();
+      await closed;
+    },
+  };
+}

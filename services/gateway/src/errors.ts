@@ -1,0 +1,68 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { JobStatus } from "@shoal/gen/shoal/v1/job_pb.ts";
+
+/** The request names a model the catalog does not hold. */
+export class ModelNotFoundError extends Error {
+  override readonly name = "ModelNotFoundError";
+  constructor(readonly model: string) {
+    super(`model '${model}' is not served by this cluster (see ModelService.ListModels)`);
+  }
+}
+
+/** The request is malformed or exceeds a named limit. */
+export class InvalidRequestError extends Error {
+  override readonly name = "InvalidRequestError";
+}
+
+/** The job's deadline passed before its result arrived. */
+export class DeadlineError extends Error {
+  override readonly name = "DeadlineError";
+  constructor(readonly timeoutMs: number) {
+    super(`deadline of ${timeoutMs} ms exceeded before the result arrived`);
+  }
+}
+
+/** The caller went away; the job is abandoned. */
+export class CallCancelledError extends Error {
+  override readonly name = "CallCancelledError";
+}
+
+/** The queue cannot take the job right now (broker unreachable, shutting down). */
+export class QueueUnavailableError extends Error {
+  override readonly name = "QueueUnavailableError";
+}
+
+/** A worker answered the job with a non-OK status. */
+export class JobFailedError extends Error {
+  override readonly name = "JobFailedError";
+  constructor(
+    readonly status: JobStatus,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const jobStatusCodes: Record<JobStatus, Code> = {
+  [JobStatus.UNSPECIFIED]: Code.Internal,
+  [JobStatus.OK]: Code.Internal, // never an error; listed for exhaustiveness
+  [JobStatus.INVALID_ARGUMENT]: Code.InvalidArgument,
+  [JobStatus.NOT_FOUND]: Code.NotFound,
+  [JobStatus.DEADLINE_EXCEEDED]: Code.DeadlineExceeded,
+  [JobStatus.RESOURCE_EXHAUSTED]: Code.ResourceExhausted,
+  [JobStatus.UNAVAILABLE]: Code.Unavailable,
+  [JobStatus.INTERNAL]: Code.Internal,
+  [JobStatus.CANCELLED]: Code.Canceled,
+};
+
+/** The one mapping from Shoal's errors to Connect codes, applied at the edge. */
+export function toConnectError(err: unknown): ConnectError {
+  if (err instanceof ConnectError) return err;
+  if (err instanceof ModelNotFoundError) return new ConnectError(err.message, Code.NotFound);
+  if (err instanceof InvalidRequestError) return new ConnectError(err.message, Code.InvalidArgument);
+  if (err instanceof DeadlineError) return new ConnectError(err.message, Code.DeadlineExceeded);
+  if (err instanceof CallCancelledError) return new ConnectError(err.message, Code.Canceled);
+  if (err instanceof QueueUnavailableError) return new ConnectError(err.message, Code.Unavailable);
+  if (err instanceof JobFailedError) return new ConnectError(err.message, jobStatusCodes[err.status] ?? Code.Internal);
+  return new ConnectError("internal error", Code.Internal, undefined, undefined, err);
+}

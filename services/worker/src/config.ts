@@ -1,0 +1,56 @@
+import { availableParallelism, hostname } from "node:os";
+import { EnvReader, readKafkaSettings, type KafkaSettings } from "@shoal/common";
+
+/** The worker's whole configuration, validated once at start. */
+export interface WorkerConfig {
+  readonly workerId: string;
+  readonly pool: string;
+  readonly catalogPath: string;
+  /** Models of the pool this worker loads at start; empty = all of the pool's models. */
+  readonly models: readonly string[];
+  readonly kafka: KafkaSettings;
+  readonly executionProvider: "cpu" | "cuda";
+  /** Inference threads per model (each runs one batch at a time). */
+  readonly inferenceThreads: number;
+  /** ONNX Runtime intra-op threads per inference thread. */
+  readonly intraOpThreads: number;
+  readonly batchMaxTokens: number;
+  readonly batchMaxItems: number;
+  readonly batchMaxWaitMs: number;
+  readonly perCallOverheadTokens: number;
+  /** Records pulled but not answered; past this the worker stops fetching. */
+  readonly maxInFlightJobs: number;
+  readonly sessionTimeoutMs: number;
+  readonly heartbeatIntervalMs: number;
+  /** On SIGTERM: how long in-flight batches may take before the worker exits anyway. */
+  readonly drainGraceMs: number;
+}
+
+/** Reads `SHOAL_*` and `KAFKA_*` variables; throws ConfigError listing every problem. */
+export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerConfig {
+  const r = new EnvReader(env);
+  const workerId = r.string("SHOAL_WORKER_ID", `${hostname()}-${process.pid}`);
+  const catalogPath = r.optionalString("SHOAL_CATALOG");
+  if (catalogPath === undefined) r.problem("SHOAL_CATALOG: required (path to the model catalog YAML)");
+  const sessionTimeoutMs = r.int("SHOAL_SESSION_TIMEOUT_MS", 10_000, { min: 1_000 });
+  const heartbeatIntervalMs = r.int("SHOAL_HEARTBEAT_INTERVAL_MS", 1_000, { min: 100 });
+  if (heartbeatIntervalMs * 3 > sessionTimeoutMs) r.problem("SHOAL_HEARTBEAT_INTERVAL_MS must be at most a third of SHOAL_SESSION_TIMEOUT_MS");
+  return r.done({
+    workerId,
+    pool: r.string("SHOAL_POOL", "default"),
+    catalogPath: catalogPath ?? "",
+    models: r.list("SHOAL_MODELS", []),
+    kafka: readKafkaSettings(r, `shoal-worker-${workerId}`),
+    executionProvider: r.oneOf("SHOAL_EXECUTION_PROVIDER", ["cpu", "cuda"] as const, "cpu"),
+    inferenceThreads: r.int("SHOAL_INFERENCE_THREADS", 1, { min: 1, max: 64 }),
+    intraOpThreads: r.int("SHOAL_INTRA_OP_THREADS", availableParallelism(), { min: 1, max: 256 }),
+    batchMaxTokens: r.int("SHOAL_BATCH_MAX_TOKENS", 4_096, { min: 16 }),
+    batchMaxItems: r.int("SHOAL_BATCH_MAX_ITEMS", 128, { min: 1 }),
+    batchMaxWaitMs: r.int("SHOAL_BATCH_MAX_WAIT_MS", 2, { min: 0 }),
+    perCallOverheadTokens: r.int("SHOAL_PER_CALL_OVERHEAD_TOKENS", 64, { min: 0 }),
+    maxInFlightJobs: r.int("SHOAL_MAX_INFLIGHT_JOBS", 1_024, { min: 1 }),
+    sessionTimeoutMs,
+    heartbeatIntervalMs,
+    drainGraceMs: r.int("SHOAL_DRAIN_GRACE_MS", 20_000, { min: 0 }),
+  });
+}

@@ -1,0 +1,45 @@
+/**
+ * One sub-batch as the model takes it: ids padded to the longest sequence plus the attention
+ * mask, as int64 row-major buffers that transfer to a worker thread without copying.
+ */
+
+/** Id written into padded positions ([PAD] is 0 in BERT vocabularies; the mask hides it anyway). */
+export const PAD_ID = 0n;
+
+/** A padded [batch, seqLen] group. */
+export interface PackedGroup {
+  readonly batch: number;
+  readonly seqLen: number;
+  /** batch × seqLen ids, PAD_ID after each sequence's end. */
+  readonly inputIds: BigInt64Array;
+  /** batch × seqLen, 1 for real tokens and 0 for padding. */
+  readonly attentionMask: BigInt64Array;
+}
+
+/**
+ * Pads sequences into one group.
+ * @throws RangeError for an empty group, an empty sequence, or an id that is not a non-negative integer
+ */
+export function packGroup(sequences: readonly ArrayLike<number>[]): PackedGroup {
+  const batch = sequences.length;
+  if (batch === 0) throw new RangeError('a group needs at least one sequence');
+  let seqLen = 0;
+  for (const [i, seq] of sequences.entries()) {
+    if (seq.length === 0) throw new RangeError(`sequence ${i} is empty (it needs at least its special tokens)`);
+    if (seq.length > seqLen) seqLen = seq.length;
+  }
+  const inputIds = new BigInt64Array(batch * seqLen);
+  const attentionMask = new BigInt64Array(batch * seqLen);
+  for (let b = 0; b < batch; b++) {
+    const seq = sequences[b]!;
+    const row = b * seqLen;
+    for (let s = 0; s < seq.length; s++) {
+      const id = seq[s]!;
+      if (!(Number.isSafeInteger(id) && id >= 0)) throw new RangeError(`sequence ${b} has an invalid id at ${s}: ${id}`);
+      inputIds[row + s] = BigInt(id);
+      attentionMask[row + s] = 1n;
+    }
+    if (PAD_ID !== 0n) inputIds.fill(PAD_ID, row + seq.length, row + seqLen);
+  }
+  return { batch, seqLen, inputIds, attentionMask };
+}

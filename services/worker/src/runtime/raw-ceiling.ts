@@ -1,0 +1,137 @@
+/**
+ * Raw ONNX Runtime throughput of a model: `session.run()` alone, in this thread, inputs built
+ * beforehand. Benchmarks divide what the serving path achieves by these figures
+ * (cpu-ceiling.md). The session is configured exactly as the inference threads configure theirs.
+ */
+import { readFile } from 'node:fs/promises';
+import * as ort from 'onnxruntime-node';
+import type { ModelSpec } from '@shoal/common/model-manifest';
+import { openSession } from './onnx-session.ts';
+import { packGroup, type PackedGroup } from './packed-group.ts';
+import { paddingStats, planSubBatches, type SubBatchOptions } from './padding-plan.ts';
+
+/** Options of {@link measureRawThroughput}. */
+export interface RawThroughputOptions {
+  readonly batch: number;
+  readonly seqLen: number;
+  /** Timed runs, after one untimed warm-up run. */
+  readonly iterations: number;
+  readonly intraOpThreads: number;
+}
+
+/** Result of {@link measureRawThroughput}. */
+export interface RawThroughput {
+  /** batch × seqLen × iterations / time in session.run. */
+  readonly tokensPerSecond: number;
+  readonly msPerRun: number;
+}
+
+/** Options of {@link measureRawMixed}. */
+export interface RawMixedOptions extends SubBatchOptions {
+  /** Passes over all the batches, after one untimed warm-up pass. */
+  readonly iterations: number;
+  readonly intraOpThreads: number;
+}
+
+/** Result of {@link measureRawMixed}. */
+export interface RawMixedThroughput {
+  /** Σ lengths / time in session.run (padding excluded from the numerator). */
+  readonly usefulTokensPerSecond: number;
+  /** Σ padded group sizes / time in session.run. */
+  readonly paddedTokensPerSecond: number;
+  /** Useful / padded tokens of the plans. */
+  readonly usefulFraction: number;
+  /** session.run calls per pass. */
+  readonly callsPerPass: number;
+  readonly msPerPass: number;
+}
+
+/** Ids that exist in the model's vocabulary, so the forward pass does ordinary work. */
+async function vocabSize(spec: ModelSpec): Promise<number> {
+  const json = JSON.parse(await readFile(spec.tokenizerPath, 'utf8')) as { model?: { vocab?: object } };
+  const size = json.model?.vocab === undefined ? 0 : Object.keys(json.model.vocab).length;
+  return size > 0 ? size : 100;
+}
+
+function syntheticIds(length: number, vocab: number, salt: number): number[] {
+  const ids = new Array<number>(length);
+  for (let i = 0; i < length; i++) ids[i] = (salt * 7919 + i * 104729) % vocab;
+  return ids;
+}
+
+function feedsOf(spec: ModelSpec, g: PackedGroup): Record<string, ort.Tensor> {
+  const shape = [g.batch, g.seqLen];
+  const feeds: Record<string, ort.Tensor> = {
+    [spec.inputNames.inputIds]: new ort.Tensor('int64', g.inputIds, shape),
+    [spec.inputNames.attentionMask]: new ort.Tensor('int64', g.attentionMask, shape),
+  };
+  if (spec.inputNames.tokenTypeIds !== undefined) {
+    feeds[spec.inputNames.tokenTypeIds] = new ort.Tensor('int64', new BigInt64Array(g.inputIds.length), shape);
+  }
+  return feeds;
+}
+
+async function timedRuns(session: ort.InferenceSession, spec: ModelSpec, feeds: readonly Record<string, ort.Tensor>[], passes: number): Promise<number> {
+  const fetches = [spec.outputName];
+  for (const f of feeds) await session.run(f, fetches); // warm-up: first runs allocate and specialise
+  let ms = 0;
+  for (let p = 0; p < passes; p++) {
+    for (const f of feeds) {
+      const t0 = performance.now();
+      await session.run(f, fetches);
+      ms += performance.now() - t0;
+    }
+  }
+  return ms;
+}
+
+/** Times `session.run()` on a full batch × seqLen input (no padding), CPU provider. */
+export async function measureRawThroughput(spec: ModelSpec, opts: RawThroughputOptions): Promise<RawThroughput> {
+  const vocab = await vocabSize(spec);
+  const seqs = Array.from({ length: opts.batch }, (_, b) => syntheticIds(opts.seqLen, vocab, b));
+  const { session } = await openSession(spec, { intraOpThreads: opts.intraOpThreads, executionProvider: 'cpu' });
+  try {
+    const ms = await timedRuns(session, spec, [feedsOf(spec, packGroup(seqs))], opts.iterations);
+    return {
+      tokensPerSecond: (opts.batch * opts.seqLen * opts.iterations) / (ms / 1000),
+      msPerRun: ms / opts.iterations,
+    };
+  } finally {
+    await session.release();
+  }
+}
+
+/**
+ * Times `session.run()` over ragged batches, each split by {@link planSubBatches} as the serving
+ * path splits them, and reports useful (unpadded) tokens per second.
+ * @param lengthsBatches token lengths of the sequences of each batch
+ */
+export async function measureRawMixed(spec: ModelSpec, lengthsBatches: readonly (readonly number[])[], opts: RawMixedOptions): Promise<RawMixedThroughput> {
+  const vocab = await vocabSize(spec);
+  const feeds: Record<string, ort.Tensor>[] = [];
+  let useful = 0;
+  let padded = 0;
+  for (const [bi, lengths] of lengthsBatches.entries()) {
+    const groups = planSubBatches(lengths, opts);
+    const stats = paddingStats(lengths, groups);
+    useful += stats.usefulTokens;
+    padded += stats.paddedTokens;
+    for (const group of groups) {
+      feeds.push(feedsOf(spec, packGroup(group.map((i) => syntheticIds(lengths[i]!, vocab, bi * 1000 + i)))));
+    }
+  }
+  const { session } = await openSession(spec, { intraOpThreads: opts.intraOpThreads, executionProvider: 'cpu' });
+  try {
+    const ms = await timedRuns(session, spec, feeds, opts.iterations);
+    const seconds = ms / 1000;
+    return {
+      usefulTokensPerSecond: (useful * opts.iterations) / seconds,
+      paddedTokensPerSecond: (padded * opts.iterations) / seconds,
+      usefulFraction: padded === 0 ? 1 : useful / padded,
+      callsPerPass: feeds.length,
+      msPerPass: ms / opts.iterations,
+    };
+  } finally {
+    await session.release();
+  }
+}
