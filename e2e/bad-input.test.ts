@@ -4,7 +4,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { Kafka, logLevel } from "kafkajs";
 import { jobsTopic } from "@shoal/common";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
-import { KAFKA_BROKERS, startCluster, type TestCluster } from "./harness/cluster.ts";
+import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor } from "./harness/clients.ts";
 
 async function codeOf(p: Promise<unknown>): Promise<{ code: Code; message: string }> {
@@ -79,7 +79,7 @@ describe("bad input gets a clear error with the right code; nothing crashes", ()
   });
 
   test("malformed records on the jobs topic are rejected and logged; the partition moves on", async () => {
-    const kafka = new Kafka({ clientId: "e2e-garbage", brokers: [KAFKA_BROKERS], logLevel: logLevel.NOTHING });
+    const kafka = new Kafka({ clientId: "e2e-garbage", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING });
     const producer = kafka.producer();
     await producer.connect();
     const topic = jobsTopic(cluster.pool, Lane.INTERACTIVE);

@@ -6,6 +6,7 @@ import * as protoLoader from "@grpc/proto-loader";
 import { startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor, maxAbsDiff, norm, type Protocol } from "./harness/clients.ts";
 import { REPO_ROOT } from "./harness/service-process.ts";
+import { VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
 
 const SENTENCES = Array.from({ length: 32 }, (_, i) =>
   `Sentence ${i}: ${"the quick brown fox jumps over the lazy dog ".repeat(1 + (i % 7))}and ${i * 7919} more words`.trim(),
@@ -49,6 +50,18 @@ describe("Embed end to end (real Kafka, gateway and worker processes, real ONNX 
     const concurrent = await Promise.all(SENTENCES.map((s) => inference.embed({ model, inputs: [s] })));
     assert.ok(maxAbsDiff(alone.embeddings[0]!.values, together.embeddings[5]!.values) < 1e-5);
     assert.ok(maxAbsDiff(alone.embeddings[0]!.values, concurrent[5]!.embeddings[0]!.values) < 1e-5);
+  });
+
+  test("VECTOR_ENCODING_FLOAT32_LE returns the same vectors as raw bytes", async () => {
+    const { inference } = clientsFor(cluster.urls[0]!, "grpc");
+    const floats = await inference.embed({ model, inputs: SENTENCES.slice(0, 4) });
+    const packed = await inference.embed({ model, inputs: SENTENCES.slice(0, 4), options: { encoding: VectorEncoding.FLOAT32_LE } });
+    for (const [i, e] of packed.embeddings.entries()) {
+      assert.equal(e.values.length, 0);
+      const bytes = Buffer.from(e.float32Le);
+      const v = Array.from({ length: bytes.length / 4 }, (_, k) => bytes.readFloatLE(k * 4));
+      assert.deepEqual(v, floats.embeddings[i]!.values);
+    }
   });
 
   test("normalize=false returns the raw pooled vector", async () => {

@@ -5,7 +5,10 @@ import { join } from "node:path";
 import { ensureModel } from "@shoal/models";
 import { ServiceProcess } from "./service-process.ts";
 
-export const KAFKA_BROKERS = process.env["KAFKA_BROKERS"] ?? "127.0.0.1:19092";
+/** The broker the tests and benchmarks use (the test runner sets KAFKA_BROKERS). */
+export function kafkaBrokers(): string {
+  return process.env["KAFKA_BROKERS"] ?? "127.0.0.1:19092";
+}
 
 export interface ClusterOptions {
   readonly gateways?: number;
@@ -44,7 +47,7 @@ export async function writeCatalog(presets: readonly string[], partitions: numbe
 export async function startCluster(opts: ClusterOptions = {}): Promise<TestCluster> {
   const presets = opts.presets ?? ["tiny"];
   const { path: catalogPath, pool } = await writeCatalog(presets, opts.partitions ?? 4);
-  const common = { KAFKA_BROKERS, SHOAL_CATALOG: catalogPath };
+  const common = { KAFKA_BROKERS: kafkaBrokers(), SHOAL_CATALOG: catalogPath };
   const workers: ServiceProcess[] = [];
   const gateways: ServiceProcess[] = [];
   let n = 0;

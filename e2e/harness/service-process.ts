@@ -27,7 +27,9 @@ export class ServiceProcess {
 
   /** Starts `services/<kind>/src/main.ts` with the given environment. */
   static start(kind: "gateway" | "worker", name: string, env: Record<string, string>): ServiceProcess {
-    const child = spawn(process.execPath, ["--import", "tsx", resolve(REPO_ROOT, `services/${kind}/src/main.ts`)], {
+    // SHOAL_NODE_ARGS: extra node flags for profiling (e.g. --cpu-prof), which NODE_OPTIONS refuses.
+    const extra = (env["SHOAL_NODE_ARGS"] ?? "").split(" ").filter((a) => a !== "");
+    const child = spawn(process.execPath, [...extra, "--import", "tsx", resolve(REPO_ROOT, `services/${kind}/src/main.ts`)], {
       cwd: REPO_ROOT,
       env: { ...process.env, LOG_LEVEL: "info", ...env },
       stdio: ["ignore", "pipe", "pipe"],

@@ -7,11 +7,10 @@
  *   npm test -- --unit      # unit tests only (no broker)
  *   npm test -- e2e/x.test.ts   # chosen files (a broker is started if any is under e2e/)
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureModel } from "@shoal/models";
-import { findFiles, KAFKA_SH, REPO_ROOT, mustRun, run, step } from "./shell.ts";
+import { startScratchBroker, type ScratchBroker } from "./broker.ts";
+import { findFiles, REPO_ROOT, run, step } from "./shell.ts";
 
 const args = process.argv.slice(2);
 const unitOnly = args.includes("--unit");
@@ -30,13 +29,10 @@ const tiny = await ensureModel("tiny", { onResult: (built) => console.error(buil
 console.error(tiny);
 
 const env: NodeJS.ProcessEnv = { ...process.env };
-let dataDir: string | undefined;
-const port = process.env["SHOAL_TEST_KAFKA_PORT"] ?? "19092";
+let broker: ScratchBroker | undefined;
 if (needsBroker) {
-  step(`test Kafka broker on 127.0.0.1:${port}`);
-  dataDir = await mkdtemp(join(tmpdir(), "shoal-test-kafka-"));
-  await mustRun("bash", [KAFKA_SH, "start"], { env: { ...process.env, KAFKA_PORT: port, KAFKA_DATA_DIR: dataDir } });
-  env["KAFKA_BROKERS"] = `127.0.0.1:${port}`;
+  broker = await startScratchBroker(process.env["SHOAL_TEST_KAFKA_PORT"] ?? "19092");
+  env["KAFKA_BROKERS"] = broker.brokers;
 }
 
 let code = 1;
@@ -48,10 +44,6 @@ try {
     { env },
   );
 } finally {
-  if (dataDir) {
-    step("stopping the test broker");
-    await run("bash", [KAFKA_SH, "stop"], { env: { ...process.env, KAFKA_PORT: port, KAFKA_DATA_DIR: dataDir } });
-    await rm(dataDir, { recursive: true, force: true });
-  }
+  await broker?.stop();
 }
 process.exit(code);

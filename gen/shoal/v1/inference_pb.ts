@@ -2,8 +2,8 @@
 // @generated from file shoal/v1/inference.proto (package shoal.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Lane, Timing, Usage } from "./common_pb.ts";
 import { file_shoal_v1_common } from "./common_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file shoal/v1/inference.proto.
  */
 export const file_shoal_v1_inference: GenFile = /*@__PURE__*/
-  fileDesc("ChhzaG9hbC92MS9pbmZlcmVuY2UucHJvdG8SCHNob2FsLnYxInQKDEVtYmVkUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZpbnB1dHMYAiADKAkSJwoHb3B0aW9ucxgDIAEoCzIWLnNob2FsLnYxLkVtYmVkT3B0aW9ucxIcCgRsYW5lGAQgASgOMg4uc2hvYWwudjEuTGFuZSJGCgxFbWJlZE9wdGlvbnMSFgoJbm9ybWFsaXplGAEgASgISACIAQESEAoIdHJ1bmNhdGUYAiABKAhCDAoKX25vcm1hbGl6ZSKJAQoNRW1iZWRSZXNwb25zZRINCgVtb2RlbBgBIAEoCRInCgplbWJlZGRpbmdzGAIgAygLMhMuc2hvYWwudjEuRW1iZWRkaW5nEh4KBXVzYWdlGAMgASgLMg8uc2hvYWwudjEuVXNhZ2USIAoGdGltaW5nGAQgASgLMhAuc2hvYWwudjEuVGltaW5nIk0KCUVtYmVkZGluZxINCgVpbmRleBgBIAEoDRIOCgZ2YWx1ZXMYAiADKAISDgoGdG9rZW5zGAMgASgNEhEKCXRydW5jYXRlZBgEIAEoCDJMChBJbmZlcmVuY2VTZXJ2aWNlEjgKBUVtYmVkEhYuc2hvYWwudjEuRW1iZWRSZXF1ZXN0Ghcuc2hvYWwudjEuRW1iZWRSZXNwb25zZWIGcHJvdG8z", [file_shoal_v1_common]);
+  fileDesc("ChhzaG9hbC92MS9pbmZlcmVuY2UucHJvdG8SCHNob2FsLnYxInQKDEVtYmVkUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZpbnB1dHMYAiADKAkSJwoHb3B0aW9ucxgDIAEoCzIWLnNob2FsLnYxLkVtYmVkT3B0aW9ucxIcCgRsYW5lGAQgASgOMg4uc2hvYWwudjEuTGFuZSJyCgxFbWJlZE9wdGlvbnMSFgoJbm9ybWFsaXplGAEgASgISACIAQESEAoIdHJ1bmNhdGUYAiABKAgSKgoIZW5jb2RpbmcYAyABKA4yGC5zaG9hbC52MS5WZWN0b3JFbmNvZGluZ0IMCgpfbm9ybWFsaXplIokBCg1FbWJlZFJlc3BvbnNlEg0KBW1vZGVsGAEgASgJEicKCmVtYmVkZGluZ3MYAiADKAsyEy5zaG9hbC52MS5FbWJlZGRpbmcSHgoFdXNhZ2UYAyABKAsyDy5zaG9hbC52MS5Vc2FnZRIgCgZ0aW1pbmcYBCABKAsyEC5zaG9hbC52MS5UaW1pbmciYQoJRW1iZWRkaW5nEg0KBWluZGV4GAEgASgNEg4KBnZhbHVlcxgCIAMoAhISCgpmbG9hdDMyX2xlGAUgASgMEg4KBnRva2VucxgDIAEoDRIRCgl0cnVuY2F0ZWQYBCABKAgqbAoOVmVjdG9yRW5jb2RpbmcSHwobVkVDVE9SX0VOQ09ESU5HX1VOU1BFQ0lGSUVEEAASGQoVVkVDVE9SX0VOQ09ESU5HX0ZMT0FUEAESHgoaVkVDVE9SX0VOQ09ESU5HX0ZMT0FUMzJfTEUQAjJMChBJbmZlcmVuY2VTZXJ2aWNlEjgKBUVtYmVkEhYuc2hvYWwudjEuRW1iZWRSZXF1ZXN0Ghcuc2hvYWwudjEuRW1iZWRSZXNwb25zZWIGcHJvdG8z", [file_shoal_v1_common]);
 
 /**
  * @generated from message shoal.v1.EmbedRequest
@@ -70,6 +70,13 @@ export type EmbedOptions = Message<"shoal.v1.EmbedOptions"> & {
    * @generated from field: bool truncate = 2;
    */
   truncate: boolean;
+
+  /**
+   * How vectors are returned. Default: FLOAT (Embedding.values).
+   *
+   * @generated from field: shoal.v1.VectorEncoding encoding = 3;
+   */
+  encoding: VectorEncoding;
 };
 
 /**
@@ -125,11 +132,18 @@ export type Embedding = Message<"shoal.v1.Embedding"> & {
   index: number;
 
   /**
-   * The vector (packed float32 on the wire).
+   * The vector, with VECTOR_ENCODING_FLOAT (packed float32 on the wire).
    *
    * @generated from field: repeated float values = 2;
    */
   values: number[];
+
+  /**
+   * The vector as little-endian float32 bytes, with VECTOR_ENCODING_FLOAT32_LE.
+   *
+   * @generated from field: bytes float32_le = 5;
+   */
+  float32Le: Uint8Array;
 
   /**
    * Tokens of this input, special tokens included, after truncation.
@@ -152,6 +166,41 @@ export type Embedding = Message<"shoal.v1.Embedding"> & {
  */
 export const EmbeddingSchema: GenMessage<Embedding> = /*@__PURE__*/
   messageDesc(file_shoal_v1_inference, 3);
+
+/**
+ * How an Embedding carries its vector.
+ *
+ * @generated from enum shoal.v1.VectorEncoding
+ */
+export enum VectorEncoding {
+  /**
+   * Same as VECTOR_ENCODING_FLOAT.
+   *
+   * @generated from enum value: VECTOR_ENCODING_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Embedding.values: a list of floats (packed float32 in binary protobuf, numbers in JSON).
+   *
+   * @generated from enum value: VECTOR_ENCODING_FLOAT = 1;
+   */
+  FLOAT = 1,
+
+  /**
+   * Embedding.float32_le: the raw little-endian float32 bytes (base64 in JSON). About 20x
+   * cheaper to encode and decode than FLOAT for large batches; the choice for bulk clients.
+   *
+   * @generated from enum value: VECTOR_ENCODING_FLOAT32_LE = 2;
+   */
+  FLOAT32_LE = 2,
+}
+
+/**
+ * Describes the enum shoal.v1.VectorEncoding.
+ */
+export const VectorEncodingSchema: GenEnum<VectorEncoding> = /*@__PURE__*/
+  enumDesc(file_shoal_v1_inference, 0);
 
 /**
  * Runs models. Every call is a job on the cluster's queue; deadlines travel with it.

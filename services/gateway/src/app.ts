@@ -70,6 +70,9 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     const handler = connectNodeAdapter({
       interceptors: [mapErrors(logger)],
       readMaxBytes: config.maxRequestBytes,
+      // Compressed requests are accepted, but responses are never compressed: vectors are
+      // incompressible float noise and gzip cost more CPU than the whole rest of the call.
+      compressMinBytes: Number.MAX_SAFE_INTEGER,
       routes(router) {
         router.service(
           InferenceService,

@@ -28,7 +28,8 @@ export function createDualServer(handler: Handler, opts: { maxHeaderBytes?: numb
     session.once("close", () => h2Sessions.delete(session));
   });
 
-  const tcp = net.createServer((socket) => {
+  // noDelay: http.Server sets TCP_NODELAY only on sockets it accepts itself, not on injected ones.
+  const tcp = net.createServer({ noDelay: true, keepAlive: true }, (socket) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
     socket.on("error", () => socket.destroy());

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { bytesToVectors, encodeEnvelope, jobsTopic, type Catalog, type ServedLane } from "@shoal/common";
+import { bytesToVectors, encodeEnvelope, vectorsToBytes, jobsTopic, type Catalog, type ServedLane } from "@shoal/common";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
-import { InferenceService, type EmbedResponse, EmbedResponseSchema } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { InferenceService, VectorEncoding, type EmbedResponse, EmbedResponseSchema } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { JobEnvelopeSchema, JobStatus, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { JobFailedError, QueueUnavailableError } from "./errors.ts";
 import { validateEmbed, type RequestLimits } from "./embed-request.ts";
@@ -97,11 +97,15 @@ export function createInferenceService(deps: InferenceDeps): ServiceImpl<typeof 
         throw new JobFailedError(JobStatus.INTERNAL, "worker returned a result of the wrong shape");
       }
       const truncated = new Set(out.truncated);
+      const packed = req.options?.encoding === VectorEncoding.FLOAT32_LE;
       let promptTokens = 0;
       const embeddings = req.inputs.map((_, i) => {
         const tokens = out.tokenCounts[i] ?? 0;
         promptTokens += tokens;
-        return { index: i, values: Array.from(vectors.subarray(i * dims, (i + 1) * dims)), tokens, truncated: truncated.has(i) };
+        const row = vectors.subarray(i * dims, (i + 1) * dims);
+        return packed
+          ? { index: i, float32Le: vectorsToBytes(row), tokens, truncated: truncated.has(i) }
+          : { index: i, values: Array.from(row), tokens, truncated: truncated.has(i) };
       });
       const totalMs = performance.now() - started;
       setTimingHeaders(ctx, result, totalMs);

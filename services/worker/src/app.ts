@@ -97,6 +97,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
         spec: model.spec,
         threads: config.inferenceThreads,
         intraOpThreads: config.intraOpThreads,
+        allowSpinning: config.ortAllowSpinning,
         executionProvider: config.executionProvider,
         logger: log,
       });

@@ -14,6 +14,8 @@ export interface WorkerConfig {
   readonly inferenceThreads: number;
   /** ONNX Runtime intra-op threads per inference thread. */
   readonly intraOpThreads: number;
+  /** Let idle ONNX Runtime threads spin: faster on a dedicated host, starves neighbours on a shared one. */
+  readonly ortAllowSpinning: boolean;
   readonly batchMaxTokens: number;
   readonly batchMaxItems: number;
   readonly batchMaxWaitMs: number;
@@ -44,9 +46,10 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     executionProvider: r.oneOf("SHOAL_EXECUTION_PROVIDER", ["cpu", "cuda"] as const, "cpu"),
     inferenceThreads: r.int("SHOAL_INFERENCE_THREADS", 1, { min: 1, max: 64 }),
     intraOpThreads: r.int("SHOAL_INTRA_OP_THREADS", availableParallelism(), { min: 1, max: 256 }),
+    ortAllowSpinning: r.bool("SHOAL_ORT_ALLOW_SPINNING", false),
     batchMaxTokens: r.int("SHOAL_BATCH_MAX_TOKENS", 4_096, { min: 16 }),
     batchMaxItems: r.int("SHOAL_BATCH_MAX_ITEMS", 128, { min: 1 }),
-    batchMaxWaitMs: r.int("SHOAL_BATCH_MAX_WAIT_MS", 2, { min: 0 }),
+    batchMaxWaitMs: r.int("SHOAL_BATCH_MAX_WAIT_MS", 0, { min: 0 }),
     perCallOverheadTokens: r.int("SHOAL_PER_CALL_OVERHEAD_TOKENS", 64, { min: 0 }),
     maxInFlightJobs: r.int("SHOAL_MAX_INFLIGHT_JOBS", 1_024, { min: 1 }),
     sessionTimeoutMs,

@@ -23,12 +23,24 @@ function setup(opts: Partial<{ maxBatchTokens: number; maxBatchItems: number; ma
 const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 describe("Batcher (injected clock)", () => {
-  test("a lone item waits max-wait for company, then runs", () => {
+  test("with max-wait 0, items pushed in one synchronous run go together", async () => {
+    const { batches, push } = setup({ maxWaitMs: 0 });
+    push("a", 10);
+    push("b", 10);
+    push("c", 10);
+    assert.equal(batches.length, 0, "decided after the synchronous run");
+    await Promise.resolve();
+    assert.deepEqual(batches.map((b) => b.names), [["a", "b", "c"]]);
+  });
+
+  test("a lone item waits max-wait for company, then runs", async () => {
     const { clock, batches, push } = setup();
     push("a", 10);
+    await tick();
     clock.advance(4);
     assert.equal(batches.length, 0);
     push("b", 10);
+    await tick();
     clock.advance(1);
     assert.deepEqual(batches.map((b) => [b.names, b.reason]), [[["a", "b"], "max-wait"]]);
   });
@@ -58,10 +70,12 @@ describe("Batcher (injected clock)", () => {
   test("what arrives during a forward pass runs next without waiting again (continuous drain)", async () => {
     const { clock, batches, push } = setup();
     push("a", 10);
+    await tick();
     clock.advance(5);
     assert.equal(batches.length, 1);
     push("b", 10);
     push("c", 10);
+    await tick();
     clock.advance(2); // inside the forward pass; max-wait not reached for b, c
     batches[0]!.finish();
     await tick();

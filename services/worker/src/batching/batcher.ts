@@ -32,6 +32,7 @@ export class Batcher<T extends BatchItem> {
   private lastRunEndedAtMs = Number.NEGATIVE_INFINITY;
   private cancelTimer: (() => void) | undefined;
   private idleWaiters: Array<() => void> = [];
+  private pumpScheduled = false;
 
   constructor(
     private readonly opts: BatcherOptions,
@@ -43,10 +44,24 @@ export class Batcher<T extends BatchItem> {
     return { items: this.pending.length, tokens: this.pendingTokens, running: this.running };
   }
 
-  push(item: T): void {
-    this.pending.push(item);
-    this.pendingTokens += item.tokens;
-    this.pump();
+  /**
+   * Adds items. A full batch is dispatched at once; otherwise the decision waits for a microtask,
+   * so that items pushed in the same synchronous run (one job's texts, one fetch's records) are
+   * considered together even when `maxWaitMs` is 0.
+   */
+  push(...items: T[]): void {
+    for (const item of items) {
+      this.pending.push(item);
+      this.pendingTokens += item.tokens;
+    }
+    if (this.closeReason() === "full") this.pump();
+    else if (!this.pumpScheduled) {
+      this.pumpScheduled = true;
+      queueMicrotask(() => {
+        this.pumpScheduled = false;
+        this.pump();
+      });
+    }
   }
 
   /** Resolves when nothing is pending or running. */

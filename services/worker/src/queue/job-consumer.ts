@@ -131,7 +131,8 @@ export function createJobConsumer(kafka: Kafka, logger: Logger, opts: JobConsume
           const tracker = trackerFor(batch.topic, batch.partition);
           for (const message of batch.messages) {
             if (!isRunning() || isStale()) break;
-            await waitForCapacity(heartbeat);
+            // Only yield when full: records of one fetch then reach the batcher in one synchronous run.
+            if (inFlight >= opts.maxInFlight) await waitForCapacity(heartbeat);
             const offset = Number(message.offset);
             tracker.begin(offset);
             inFlight += 1;

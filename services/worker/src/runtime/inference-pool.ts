@@ -23,6 +23,8 @@ export interface InferencePoolOptions {
   readonly threads?: number;
   /** ONNX Runtime intra-op threads per session; 0 lets ONNX Runtime pick. */
   readonly intraOpThreads: number;
+  /** Let idle ONNX Runtime threads spin (default false; see SessionSettings.allowSpinning). */
+  readonly allowSpinning?: boolean;
   /** Default 'cpu'. 'cuda' falls back to CPU, with one warning, when CUDA cannot be used. */
   readonly executionProvider?: ExecutionProviderChoice;
   /** Defaults to warnings on stderr and no info lines. */
@@ -308,7 +310,7 @@ export async function createInferencePool(opts: InferencePoolOptions): Promise<I
       dimensions: spec.dimensions,
       pooling: spec.pooling,
     },
-    settings: { intraOpThreads: opts.intraOpThreads, executionProvider: requested },
+    settings: { intraOpThreads: opts.intraOpThreads, executionProvider: requested, allowSpinning: opts.allowSpinning ?? false },
   };
   const logger = opts.logger ?? stderrLogger;
   const pool = new ThreadPool(spec, init, opts.threadEntry ?? THREAD_ENTRY, logger, opts.closeTimeoutMs ?? 10_000);

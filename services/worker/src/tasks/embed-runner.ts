@@ -67,7 +67,7 @@ export class EmbedRunner {
     const tokenizeMs = performance.now() - started;
     const job = new EmbedJob(envelope, task, encoded, this.spec.dimensions, tokenizeMs, nowMs, onFinish);
     if (problem !== undefined) job.fail(JobStatus.INVALID_ARGUMENT, problem);
-    else for (const item of job.items) this.batcher.push(item);
+    else this.batcher.push(...job.items);
     return job;
   }
 
