@@ -9,7 +9,7 @@
  *
  * Clients ask for VECTOR_ENCODING_FLOAT32_LE, the encoding meant for bulk use.
  *
- * Env: KAFKA_BROKERS (default: a scratch broker on 29092), BENCH_SECONDS (30), BENCH_CONCURRENCY (16).
+ * Env: KAFKA_BROKERS (default: a scratch broker on a free port), BENCH_SECONDS (30), BENCH_CONCURRENCY (16).
  */
 import { readModelDir } from "@shoal/common/model-manifest";
 import { ensureModel } from "@shoal/models";
@@ -30,7 +30,7 @@ const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
 
 let broker: ScratchBroker | undefined;
 if (!process.env["KAFKA_BROKERS"]) {
-  broker = await startScratchBroker("29092");
+  broker = await startScratchBroker();
   process.env["KAFKA_BROKERS"] = broker.brokers;
 }
 

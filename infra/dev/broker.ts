@@ -1,5 +1,6 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import { KAFKA_SH, mustRun, run, step } from "./shell.ts";
 
@@ -9,8 +10,33 @@ export interface ScratchBroker {
   stop(): Promise<void>;
 }
 
-/** Starts a broker on `port` with a fresh data folder; `stop()` stops it and removes the folder. */
-export async function startScratchBroker(port: string): Promise<ScratchBroker> {
+/** Resolves whether nothing listens on 127.0.0.1:port. */
+function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
+}
+
+/**
+ * A port whose next port (the controller's) is free too, so several test runs (or a dev cluster
+ * on 9092) can share the machine.
+ */
+export async function freeBrokerPort(): Promise<string> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = 20_000 + 2 * Math.floor(Math.random() * 4_000);
+    if ((await portIsFree(port)) && (await portIsFree(port + 1))) return String(port);
+  }
+  throw new Error("no free port pair found for a scratch Kafka broker");
+}
+
+/**
+ * Starts a broker on `port` (default: a free one) with a fresh data folder; `stop()` stops it and
+ * removes the folder.
+ */
+export async function startScratchBroker(requested?: string): Promise<ScratchBroker> {
+  const port = requested ?? (await freeBrokerPort());
   step(`scratch Kafka broker on 127.0.0.1:${port}`);
   const dataDir = await mkdtemp(join(tmpdir(), "shoal-kafka-"));
   const env = { ...process.env, KAFKA_PORT: port, KAFKA_DATA_DIR: dataDir };

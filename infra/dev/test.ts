@@ -6,6 +6,8 @@
  *   npm test                # all
  *   npm test -- --unit      # unit tests only (no broker)
  *   npm test -- e2e/x.test.ts   # chosen files (a broker is started if any is under e2e/)
+ *
+ * The scratch broker takes a free port (SHOAL_TEST_KAFKA_PORT to choose one), so runs can overlap.
  */
 import { join } from "node:path";
 import { ensureModel } from "@shoal/models";
@@ -31,7 +33,7 @@ console.error(tiny);
 const env: NodeJS.ProcessEnv = { ...process.env };
 let broker: ScratchBroker | undefined;
 if (needsBroker) {
-  broker = await startScratchBroker(process.env["SHOAL_TEST_KAFKA_PORT"] ?? "19092");
+  broker = await startScratchBroker(process.env["SHOAL_TEST_KAFKA_PORT"]);
   env["KAFKA_BROKERS"] = broker.brokers;
 }
 
