@@ -18,6 +18,8 @@ export interface ClusterOptions {
   readonly partitions?: number;
   readonly gatewayEnv?: Record<string, string>;
   readonly workerEnv?: Record<string, string>;
+  /** Bootstrap brokers (default: the test run's broker, KAFKA_BROKERS). */
+  readonly brokers?: string;
 }
 
 export interface TestCluster {
@@ -47,7 +49,7 @@ export async function writeCatalog(presets: readonly string[], partitions: numbe
 export async function startCluster(opts: ClusterOptions = {}): Promise<TestCluster> {
   const presets = opts.presets ?? ["tiny"];
   const { path: catalogPath, pool } = await writeCatalog(presets, opts.partitions ?? 4);
-  const common = { KAFKA_BROKERS: kafkaBrokers(), SHOAL_CATALOG: catalogPath };
+  const common = { KAFKA_BROKERS: opts.brokers ?? kafkaBrokers(), SHOAL_CATALOG: catalogPath };
   const workers: ServiceProcess[] = [];
   const gateways: ServiceProcess[] = [];
   let n = 0;
@@ -58,6 +60,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<TestClust
       SHOAL_POOL: pool,
       SHOAL_WORKER_ID: id,
       SHOAL_INTRA_OP_THREADS: "1",
+      SHOAL_HTTP_PORT: "0",
       ...opts.workerEnv,
       ...env,
     });

@@ -7,6 +7,9 @@ import { KAFKA_SH, mustRun, run, step } from "./shell.ts";
 /** A throwaway Kafka broker for one test or benchmark run. */
 export interface ScratchBroker {
   readonly brokers: string;
+  /** Stops the broker, keeping its data (for outage tests); `resume()` starts it again. */
+  pause(): Promise<void>;
+  resume(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -43,6 +46,12 @@ export async function startScratchBroker(requested?: string): Promise<ScratchBro
   await mustRun("bash", [KAFKA_SH, "start"], { env });
   return {
     brokers: `127.0.0.1:${port}`,
+    async pause() {
+      await mustRun("bash", [KAFKA_SH, "stop"], { env });
+    },
+    async resume() {
+      await mustRun("bash", [KAFKA_SH, "start"], { env });
+    },
     async stop() {
       step(`stopping the scratch broker on ${port}`);
       await run("bash", [KAFKA_SH, "stop"], { env });

@@ -4,20 +4,22 @@
  * Logs go to .shoal/logs/; Ctrl-C stops everything gracefully.
  *
  * Environment: SHOAL_PORT (gateway, default 8080), KAFKA_PORT (default 9092), SHOAL_WORKERS
- * (default 1), SHOAL_MODEL_PRESET (default mini), SHOAL_CATALOG (serve your own catalog instead).
+ * (default 1), SHOAL_MODEL_PRESET (a generated preset; default: the pretrained all-MiniLM-L6-v2
+ * when built, else the generated 'mini'), SHOAL_CATALOG (serve your own catalog instead),
+ * SHOAL_TRACING=1 (also start Jaeger on 127.0.0.1:16686 and export every span to it).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { createWriteStream } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { ensureModel } from "@shoal/models";
+import { ensureModel, findPretrained } from "@shoal/models";
 import { KAFKA_SH, REPO_ROOT, mustRun, step } from "./shell.ts";
 
 const port = process.env["SHOAL_PORT"] ?? "8080";
 const kafkaPort = process.env["KAFKA_PORT"] ?? "9092";
 const workers = Number(process.env["SHOAL_WORKERS"] ?? "1");
-const preset = process.env["SHOAL_MODEL_PRESET"] ?? "mini";
+const preset = process.env["SHOAL_MODEL_PRESET"];
 const runDir = join(REPO_ROOT, ".shoal");
 const logDir = join(runDir, "logs");
 await mkdir(logDir, { recursive: true });
@@ -27,14 +29,27 @@ await mustRun("bash", [KAFKA_SH, "start"], { env: { ...process.env, KAFKA_PORT: 
 
 let catalog = process.env["SHOAL_CATALOG"];
 if (!catalog) {
-  step(`default model (preset '${preset}')`);
-  const dir = await ensureModel(preset, { onResult: (built) => console.error(built ? "generated" : "cached") });
+  // The real all-MiniLM-L6-v2 when it has been built (npm run models:pretrained, or by npm test);
+  // else the generated MiniLM-shaped encoder, which builds in a second.
+  const pretrained = preset === undefined ? await findPretrained() : undefined;
+  step(pretrained ? "default model: all-MiniLM-L6-v2 (pretrained)" : `default model (generated preset '${preset ?? "mini"}')`);
+  const dir = pretrained ?? (await ensureModel(preset ?? "mini", { onResult: (built) => console.error(built ? "generated" : "cached") }));
   catalog = join(runDir, "catalog.yaml");
   await writeFile(catalog, `# Written by npm start.\npools:\n  default:\n    partitions: 8\nmodels:\n  - path: ${JSON.stringify(dir)}\n    pool: default\n`);
   console.error(`model ${dir}\ncatalog ${catalog}`);
 }
 
-const env = { ...process.env, KAFKA_BROKERS: `127.0.0.1:${kafkaPort}`, SHOAL_CATALOG: catalog };
+const tracing = /^(1|true|yes)$/i.test(process.env["SHOAL_TRACING"] ?? "");
+if (tracing) {
+  step("Jaeger on 127.0.0.1:16686 (built once from the Go module proxy, cached)");
+  await mustRun("bash", [join(REPO_ROOT, "infra/jaeger/jaeger.sh"), "start"]);
+}
+const env = {
+  ...process.env,
+  KAFKA_BROKERS: `127.0.0.1:${kafkaPort}`,
+  SHOAL_CATALOG: catalog,
+  ...(tracing ? { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4318", OTEL_BSP_SCHEDULE_DELAY: "500" } : {}),
+};
 const children: ChildProcess[] = [];
 
 function startService(kind: "gateway" | "worker", name: string, extra: Record<string, string>, ready: string): Promise<Record<string, unknown>> {
@@ -77,7 +92,7 @@ process.once("SIGTERM", () => void stopAll(0));
 
 try {
   step(`${workers} worker(s)`);
-  await Promise.all(Array.from({ length: workers }, (_, i) => startService("worker", `worker-${i}`, { SHOAL_WORKER_ID: `worker-${i}` }, "worker pulling jobs")));
+  await Promise.all(Array.from({ length: workers }, (_, i) => startService("worker", `worker-${i}`, { SHOAL_WORKER_ID: `worker-${i}`, SHOAL_HTTP_PORT: String(9464 + i) }, "worker pulling jobs")));
   step("gateway");
   const ready = await startService("gateway", "gateway", { SHOAL_PORT: port }, "gateway serving");
   const model = (ready["models"] as string[])[0];
@@ -85,6 +100,8 @@ try {
 Shoal is up.
   gateway   http://127.0.0.1:${port}  (Connect, gRPC and gRPC-Web on one port)
   kafka     127.0.0.1:${kafkaPort}
+  metrics   http://127.0.0.1:${port}/metrics, worker(s) http://127.0.0.1:9464/metrics ...
+  traces    ${tracing ? "Jaeger query API http://127.0.0.1:16686/api/traces?service=shoal-gateway" : "off (SHOAL_TRACING=1 npm start to turn on)"}
   logs      ${logDir}
 
 Try it:

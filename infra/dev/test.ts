@@ -9,10 +9,11 @@
  *
  * The scratch broker takes a free port (SHOAL_TEST_KAFKA_PORT to choose one), so runs can overlap.
  */
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { ensureModel } from "@shoal/models";
 import { startScratchBroker, type ScratchBroker } from "./broker.ts";
-import { findFiles, REPO_ROOT, run, step } from "./shell.ts";
+import { findFiles, mustRun, REPO_ROOT, run, step } from "./shell.ts";
 
 const args = process.argv.slice(2);
 const unitOnly = args.includes("--unit");
@@ -26,9 +27,26 @@ const e2eFiles = await findFiles(join(REPO_ROOT, "e2e"), ".test.ts");
 const files = chosen.length > 0 ? chosen : unitOnly ? unitFiles : [...unitFiles, ...e2eFiles];
 const needsBroker = files.some((f) => f.startsWith("e2e"));
 
+if (needsBroker) {
+  step("system packages for the browser and Python e2e tests");
+  await mustRun("bash", [join(REPO_ROOT, "infra/dev/setup-system.sh")]);
+}
+
 step("test models (generated once into the cache)");
 const tiny = await ensureModel("tiny", { onResult: (built) => console.error(built ? "built tiny model" : "tiny model cached") });
 console.error(tiny);
+
+if (needsBroker) {
+  // The tracing tests start their own Jaeger; build it once (cached by version, ~12 min cold).
+  step("Jaeger binary (built once from the Go module proxy, cached)");
+  await mustRun("bash", [join(REPO_ROOT, "infra/jaeger/jaeger.sh"), "build"]);
+}
+
+if (needsBroker && !existsSync(join(REPO_ROOT, "services/console/dist/index.html"))) {
+  // The gateway serves the built console at /console/ (e2e/console.test.ts); dist/ is not committed.
+  step("web console (services/console/dist missing: building it)");
+  await mustRun("npm", ["run", "build", "-w", "services/console"]);
+}
 
 const env: NodeJS.ProcessEnv = { ...process.env };
 let broker: ScratchBroker | undefined;

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file shoal/v1/job.proto.
  */
 export const file_shoal_v1_job: GenFile = /*@__PURE__*/
-  fileDesc("ChJzaG9hbC92MS9qb2IucHJvdG8SCHNob2FsLnYxIvIBCgtKb2JFbnZlbG9wZRIOCgZqb2JfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSGAoQZGVhZGxpbmVfdW5peF9tcxgDIAEoAxIYChBlbnF1ZXVlZF91bml4X21zGAQgASgDEiMKCHJlcGx5X3RvGAUgASgLMhEuc2hvYWwudjEuUmVwbHlUbxIPCgdhdHRlbXB0GAYgASgNEhwKBGxhbmUYByABKA4yDi5zaG9hbC52MS5MYW5lEg4KBnRlbmFudBgIIAEoCRIkCgVlbWJlZBgQIAEoCzITLnNob2FsLnYxLkVtYmVkVGFza0gAQgYKBHRhc2siKwoHUmVwbHlUbxINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUiQAoJRW1iZWRUYXNrEg4KBmlucHV0cxgBIAMoCRIRCglub3JtYWxpemUYAiABKAgSEAoIdHJ1bmNhdGUYAyABKAgizgEKCUpvYlJlc3VsdBIOCgZqb2JfaWQYASABKAkSIwoGc3RhdHVzGAIgASgOMhMuc2hvYWwudjEuSm9iU3RhdHVzEg8KB21lc3NhZ2UYAyABKAkSEQoJd29ya2VyX2lkGAQgASgJEg8KB2F0dGVtcHQYBSABKA0SJQoHdGltaW5ncxgGIAEoCzIULnNob2FsLnYxLkpvYlRpbWluZ3MSJgoFZW1iZWQYECABKAsyFS5zaG9hbC52MS5FbWJlZE91dHB1dEgAQggKBm91dHB1dCJ0CgpKb2JUaW1pbmdzEhAKCHF1ZXVlX21zGAEgASgBEhMKC3Rva2VuaXplX21zGAIgASgBEhQKDGluZmVyZW5jZV9tcxgDIAEoARITCgtiYXRjaF9pdGVtcxgEIAEoDRIUCgxiYXRjaF90b2tlbnMYBSABKA0iWwoLRW1iZWRPdXRwdXQSEgoKZGltZW5zaW9ucxgBIAEoDRIPCgd2ZWN0b3JzGAIgASgMEhQKDHRva2VuX2NvdW50cxgDIAMoDRIRCgl0cnVuY2F0ZWQYBCADKA0qiQIKCUpvYlN0YXR1cxIaChZKT0JfU1RBVFVTX1VOU1BFQ0lGSUVEEAASEQoNSk9CX1NUQVRVU19PSxABEh8KG0pPQl9TVEFUVVNfSU5WQUxJRF9BUkdVTUVOVBACEhgKFEpPQl9TVEFUVVNfTk9UX0ZPVU5EEAMSIAocSk9CX1NUQVRVU19ERUFETElORV9FWENFRURFRBAEEiEKHUpPQl9TVEFUVVNfUkVTT1VSQ0VfRVhIQVVTVEVEEAUSGgoWSk9CX1NUQVRVU19VTkFWQUlMQUJMRRAGEhcKE0pPQl9TVEFUVVNfSU5URVJOQUwQBxIYChRKT0JfU1RBVFVTX0NBTkNFTExFRBAIYgZwcm90bzM", [file_shoal_v1_common]);
+  fileDesc("ChJzaG9hbC92MS9qb2IucHJvdG8SCHNob2FsLnYxIvIBCgtKb2JFbnZlbG9wZRIOCgZqb2JfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSGAoQZGVhZGxpbmVfdW5peF9tcxgDIAEoAxIYChBlbnF1ZXVlZF91bml4X21zGAQgASgDEiMKCHJlcGx5X3RvGAUgASgLMhEuc2hvYWwudjEuUmVwbHlUbxIPCgdhdHRlbXB0GAYgASgNEhwKBGxhbmUYByABKA4yDi5zaG9hbC52MS5MYW5lEg4KBnRlbmFudBgIIAEoCRIkCgVlbWJlZBgQIAEoCzITLnNob2FsLnYxLkVtYmVkVGFza0gAQgYKBHRhc2siKwoHUmVwbHlUbxINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUiQAoJRW1iZWRUYXNrEg4KBmlucHV0cxgBIAMoCRIRCglub3JtYWxpemUYAiABKAgSEAoIdHJ1bmNhdGUYAyABKAgizgEKCUpvYlJlc3VsdBIOCgZqb2JfaWQYASABKAkSIwoGc3RhdHVzGAIgASgOMhMuc2hvYWwudjEuSm9iU3RhdHVzEg8KB21lc3NhZ2UYAyABKAkSEQoJd29ya2VyX2lkGAQgASgJEg8KB2F0dGVtcHQYBSABKA0SJQoHdGltaW5ncxgGIAEoCzIULnNob2FsLnYxLkpvYlRpbWluZ3MSJgoFZW1iZWQYECABKAsyFS5zaG9hbC52MS5FbWJlZE91dHB1dEgAQggKBm91dHB1dCJ0CgpKb2JUaW1pbmdzEhAKCHF1ZXVlX21zGAEgASgBEhMKC3Rva2VuaXplX21zGAIgASgBEhQKDGluZmVyZW5jZV9tcxgDIAEoARITCgtiYXRjaF9pdGVtcxgEIAEoDRIUCgxiYXRjaF90b2tlbnMYBSABKA0iWwoLRW1iZWRPdXRwdXQSEgoKZGltZW5zaW9ucxgBIAEoDRIPCgd2ZWN0b3JzGAIgASgMEhQKDHRva2VuX2NvdW50cxgDIAMoDRIRCgl0cnVuY2F0ZWQYBCADKA0iNQoJSm9iQ2FuY2VsEg4KBmpvYl9pZBgBIAEoCRIYChBkZWFkbGluZV91bml4X21zGAIgASgDKokCCglKb2JTdGF0dXMSGgoWSk9CX1NUQVRVU19VTlNQRUNJRklFRBAAEhEKDUpPQl9TVEFUVVNfT0sQARIfChtKT0JfU1RBVFVTX0lOVkFMSURfQVJHVU1FTlQQAhIYChRKT0JfU1RBVFVTX05PVF9GT1VORBADEiAKHEpPQl9TVEFUVVNfREVBRExJTkVfRVhDRUVERUQQBBIhCh1KT0JfU1RBVFVTX1JFU09VUkNFX0VYSEFVU1RFRBAFEhoKFkpPQl9TVEFUVVNfVU5BVkFJTEFCTEUQBhIXChNKT0JfU1RBVFVTX0lOVEVSTkFMEAcSGAoUSk9CX1NUQVRVU19DQU5DRUxMRUQQCGIGcHJvdG8z", [file_shoal_v1_common]);
 
 /**
  * What the gateway writes to a pool's jobs topic: one record per request.
@@ -277,6 +277,34 @@ export type EmbedOutput = Message<"shoal.v1.EmbedOutput"> & {
  */
 export const EmbedOutputSchema: GenMessage<EmbedOutput> = /*@__PURE__*/
   messageDesc(file_shoal_v1_job, 5);
+
+/**
+ * What a gateway writes to its pool's cancel topic when a call ends (caller cancelled, or the
+ * deadline passed) before the job's result arrived. Every worker of the pool reads it; a job that
+ * has not started is answered CANCELLED without being computed.
+ *
+ * @generated from message shoal.v1.JobCancel
+ */
+export type JobCancel = Message<"shoal.v1.JobCancel"> & {
+  /**
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * The job's deadline: a worker can forget the cancel after it.
+   *
+   * @generated from field: int64 deadline_unix_ms = 2;
+   */
+  deadlineUnixMs: bigint;
+};
+
+/**
+ * Describes the message shoal.v1.JobCancel.
+ * Use `create(JobCancelSchema)` to create a new message.
+ */
+export const JobCancelSchema: GenMessage<JobCancel> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_job, 6);
 
 /**
  * Outcome of a job, as written by a worker to the job's reply topic.

@@ -4,6 +4,8 @@
  * Signature (same as an `optimum` export of a BERT model with task feature-extraction):
  *   inputs  input_ids, attention_mask, token_type_ids: int64 [batch_size, sequence_length]
  *   output  last_hidden_state: float32 [batch_size, sequence_length, hidden]
+ * With a task head (rerank, classify), as an `optimum` export of BertForSequenceClassification:
+ *   output  logits: float32 [batch_size, num_labels]
  *
  * The node patterns follow the PyTorch BERT export so onnxruntime's optimizer can fuse them:
  * LayerNormalization, erf-form GELU, MatMul + bias Add, residual Add + LayerNormalization
@@ -12,13 +14,20 @@
  */
 import { DataType, GraphBuilder } from './onnx-builder.ts';
 import { fillNormal, tensorSeed } from './prng.ts';
-import type { BertPreset } from './presets.ts';
-import { GENERATOR_NAME, GENERATOR_VERSION } from './presets.ts';
+import type { BertPreset, PresetHead } from './presets.ts';
+import { GENERATOR_NAME, GENERATOR_VERSION, headInitializerRange } from './presets.ts';
 
 export const IR_VERSION = 8;
 export const OPSET_VERSION = 17;
 export const INPUT_NAMES = { inputIds: 'input_ids', attentionMask: 'attention_mask', tokenTypeIds: 'token_type_ids' } as const;
 export const OUTPUT_NAME = 'last_hidden_state';
+/** Output of graphs with a task head. */
+export const LOGITS_OUTPUT_NAME = 'logits';
+
+/** Logits per input of a head: 1 for a reranker, one per label for a classifier. */
+export function headLabelCount(head: PresetHead): number {
+  return head.task === 'rerank' ? 1 : head.labels.length;
+}
 
 export interface BuiltGraph {
   bytes: Uint8Array;
@@ -32,9 +41,9 @@ class Weights {
   parameterCount = 0;
   constructor(private readonly g: GraphBuilder, private readonly preset: BertPreset) {}
 
-  normal(name: string, dims: readonly number[]): string {
+  normal(name: string, dims: readonly number[], std: number = this.preset.initializerRange): string {
     const data = new Float32Array(dims.reduce((a, b) => a * b, 1));
-    fillNormal(data, this.preset.initializerRange, tensorSeed(this.preset.seed, name));
+    fillNormal(data, std, tensorSeed(this.preset.seed, name));
     return this.add(name, dims, data);
   }
 
@@ -49,11 +58,30 @@ class Weights {
 }
 
 /** `x @ W + b` with W [in, out] (MatMul then Add, the pattern onnxruntime fuses). */
-function linear(g: GraphBuilder, w: Weights, x: string, prefix: string, inDim: number, outDim: number): string {
-  const weight = w.normal(`${prefix}.weight`, [inDim, outDim]);
+function linear(
+  g: GraphBuilder, w: Weights, x: string, prefix: string, inDim: number, outDim: number,
+  opts: { std?: number; output?: string } = {},
+): string {
+  const weight = w.normal(`${prefix}.weight`, [inDim, outDim], opts.std);
   const bias = w.constant(`${prefix}.bias`, [outDim], 0);
   const mm = g.node('MatMul', [x, weight], `${prefix}/MatMul`);
-  return g.node('Add', [mm, bias], `${prefix}/Add`);
+  return g.node('Add', [mm, bias], `${prefix}/Add`, {}, opts.output);
+}
+
+/**
+ * BertForSequenceClassification's head: the pooler (dense + tanh on the [CLS] token) and the
+ * classifier (dense to the logits), writing LOGITS_OUTPUT_NAME [batch, labels].
+ */
+function sequenceClassificationHead(g: GraphBuilder, w: Weights, preset: BertPreset, head: PresetHead, hiddenStates: string): void {
+  const { hidden } = preset;
+  const std = headInitializerRange(preset);
+  const labels = headLabelCount(head);
+  // hidden_states[:, 0]: a scalar index on the sequence axis drops that axis.
+  const cls = g.node('Gather', [hiddenStates, g.constInt64([0], [])], 'pooler/Gather_cls', { axis: 1 });
+  const dense = linear(g, w, cls, 'pooler.dense', hidden, hidden, { std });
+  const pooled = g.node('Tanh', [dense], 'pooler/Tanh');
+  linear(g, w, pooled, 'classifier', hidden, labels, { std, output: LOGITS_OUTPUT_NAME });
+  g.output(LOGITS_OUTPUT_NAME, DataType.FLOAT, ['batch_size', labels]);
 }
 
 function layerNorm(g: GraphBuilder, w: Weights, x: string, prefix: string, hidden: number, epsilon: number, output?: string): string {
@@ -136,16 +164,22 @@ export function buildBertGraph(preset: BertPreset): BuiltGraph {
     const gelu = g.node('Mul', [m, g.constFloat(0.5)], `${p}.intermediate.gelu/Mul_1`);
     const ff2 = linear(g, w, gelu, `${p}.output.dense`, intermediate, hidden);
     const res2 = g.node('Add', [ff2, ln1], `${p}.output/Add_residual`);
-    hiddenStates = layerNorm(g, w, res2, `${p}.output.LayerNorm`, hidden, eps, l === layers - 1 ? OUTPUT_NAME : undefined);
+    const lastOutput = l === layers - 1 && preset.head === undefined ? OUTPUT_NAME : undefined;
+    hiddenStates = layerNorm(g, w, res2, `${p}.output.LayerNorm`, hidden, eps, lastOutput);
   }
-  g.output(OUTPUT_NAME, DataType.FLOAT, ['batch_size', 'sequence_length', hidden]);
+  if (preset.head === undefined) {
+    g.output(OUTPUT_NAME, DataType.FLOAT, ['batch_size', 'sequence_length', hidden]);
+  } else {
+    sequenceClassificationHead(g, w, preset, preset.head, hiddenStates);
+  }
 
+  const what = preset.head === undefined ? 'encoder' : `encoder with a ${preset.head.task} head`;
   const bytes = g.encode({
     irVersion: IR_VERSION,
     opsetVersion: OPSET_VERSION,
     producerName: GENERATOR_NAME,
     producerVersion: String(GENERATOR_VERSION),
-    docString: `BERT-shaped encoder with fixed pseudo-random weights (preset ${preset.name}, seed ${preset.seed})`,
+    docString: `BERT-shaped ${what} with fixed pseudo-random weights (preset ${preset.name}, seed ${preset.seed})`,
     metadata: { preset: preset.name, seed: String(preset.seed), generator_version: String(GENERATOR_VERSION) },
   });
   return { bytes, weightBytes: g.weightBytes, parameterCount: w.parameterCount, nodeCount: g.nodeCount };

@@ -15,9 +15,13 @@ import { writeModelDir } from './write-model-dir.ts';
 
 export const COMPLETE_MARKER = '.complete';
 
+/** `${SHOAL_CACHE:-$HOME/.cache/shoal}`: models, Python environments and other build products. */
+export function shoalCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
+  return env.SHOAL_CACHE && env.SHOAL_CACHE !== '' ? env.SHOAL_CACHE : join(homedir(), '.cache', 'shoal');
+}
+
 export function modelCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
-  const base = env.SHOAL_CACHE && env.SHOAL_CACHE !== '' ? env.SHOAL_CACHE : join(homedir(), '.cache', 'shoal');
-  return join(base, 'models');
+  return join(shoalCacheRoot(env), 'models');
 }
 
 export function cachedModelDir(preset: PresetName | string, root: string = modelCacheRoot()): string {

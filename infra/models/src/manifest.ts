@@ -4,6 +4,8 @@ export const MANIFEST_FILE = 'shoal-model.json';
 export const MANIFEST_FORMAT_VERSION = 1;
 
 export type Pooling = 'mean' | 'cls' | 'none';
+export type ScoreActivation = 'sigmoid' | 'none';
+export type ProblemType = 'single_label' | 'multi_label';
 
 /** Where a generated model came from (present on models written by this package). */
 export interface GeneratedModelSource {
@@ -13,19 +15,14 @@ export interface GeneratedModelSource {
   seed: number;
 }
 
-export interface ShoalModelManifest {
+/** Fields of every task. */
+interface ManifestBase {
   formatVersion: 1;
   /** Model id that requests name. */
   id: string;
-  task: 'embed';
-  /** Length of each output vector. */
-  dimensions: number;
-  /** Longest token sequence (including [CLS]/[SEP]) callers may send. */
+  task: 'embed' | 'rerank' | 'classify';
+  /** Longest token sequence (including [CLS]/[SEP]) callers may send; for rerank, the whole pair. */
   maxSequenceLength: number;
-  /** How token vectors become one vector: masked mean, the first ([CLS]) token, or already pooled. */
-  pooling: Pooling;
-  /** L2-normalise the pooled vector. */
-  normalize: boolean;
   onnx: {
     file: string;
     output: string;
@@ -38,6 +35,39 @@ export interface ShoalModelManifest {
   /** Provenance: GeneratedModelSource for generated models, free-form for imported ones. */
   source: GeneratedModelSource | Record<string, unknown>;
 }
+
+/** A sentence embedder. */
+export interface EmbedManifest extends ManifestBase {
+  task: 'embed';
+  /** Length of each output vector. */
+  dimensions: number;
+  /** How token vectors become one vector: masked mean, the first ([CLS]) token, or already pooled. */
+  pooling: Pooling;
+  /** L2-normalise the pooled vector. */
+  normalize: boolean;
+}
+
+/** A cross-encoder: `onnx.output` is `[batch, 1]` logits for (query, document) pairs. */
+export interface RerankManifest extends ManifestBase {
+  task: 'rerank';
+  /** Encoder width (informational). */
+  hiddenSize?: number;
+  /** `sigmoid` maps the logit to (0, 1); `none` returns it as is. */
+  scoreActivation: ScoreActivation;
+}
+
+/** A sequence classifier: `onnx.output` is `[batch, labels.length]` logits. */
+export interface ClassifyManifest extends ManifestBase {
+  task: 'classify';
+  /** Encoder width (informational). */
+  hiddenSize?: number;
+  /** Label names in logit order. */
+  labels: string[];
+  /** `single_label`: softmax over the logits; `multi_label`: a sigmoid per logit. */
+  problemType: ProblemType;
+}
+
+export type ShoalModelManifest = EmbedManifest | RerankManifest | ClassifyManifest;
 
 export function estimateMemoryBytes(weightBytes: number): number {
   return Math.ceil(weightBytes * 1.5);
@@ -64,26 +94,37 @@ function obj(v: unknown, what: string): Record<string, unknown> {
   return v as Record<string, unknown>;
 }
 
-/** Validates parsed JSON as a manifest (throws with the offending field). */
+function oneOf<T extends string>(o: Record<string, unknown>, key: string, allowed: readonly T[]): T {
+  const v = o[key];
+  if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) fail(`"${key}" must be ${allowed.join(' | ')}`);
+  return v as T;
+}
+
+function labels(v: unknown): string[] {
+  if (!Array.isArray(v) || v.length === 0 || !v.every((x) => typeof x === 'string' && x !== '')) {
+    fail(`"labels" must be a non-empty array of non-empty strings`);
+  }
+  if (new Set(v).size !== v.length) fail(`"labels" must be unique`);
+  return v as string[];
+}
+
+/**
+ * Validates parsed JSON as a manifest (throws with the first offending field). The runtime's
+ * reader (services/common model-manifest.ts) checks the same rules and reports every problem.
+ */
 export function parseManifest(json: unknown): ShoalModelManifest {
   const m = obj(json, 'manifest');
   if (m.formatVersion !== MANIFEST_FORMAT_VERSION) fail(`unsupported formatVersion ${String(m.formatVersion)}`);
-  if (m.task !== 'embed') fail(`unsupported task ${String(m.task)}`);
-  const pooling = m.pooling;
-  if (pooling !== 'mean' && pooling !== 'cls' && pooling !== 'none') fail(`"pooling" must be mean | cls | none`);
-  if (typeof m.normalize !== 'boolean') fail(`"normalize" must be a boolean`);
+  const task = m.task;
+  if (task !== 'embed' && task !== 'rerank' && task !== 'classify') fail(`unsupported task ${String(task)}`);
   const onnx = obj(m.onnx, '"onnx"');
   const inputs = obj(onnx.inputs, '"onnx.inputs"');
   const tokenTypeIds = inputs.tokenTypeIds;
   if (tokenTypeIds !== undefined && typeof tokenTypeIds !== 'string') fail(`"onnx.inputs.tokenTypeIds" must be a string`);
-  return {
+  const base = {
     formatVersion: MANIFEST_FORMAT_VERSION,
     id: str(m, 'id'),
-    task: 'embed',
-    dimensions: posInt(m, 'dimensions'),
     maxSequenceLength: posInt(m, 'maxSequenceLength'),
-    pooling,
-    normalize: m.normalize,
     onnx: {
       file: str(onnx, 'file'),
       output: str(onnx, 'output'),
@@ -96,5 +137,22 @@ export function parseManifest(json: unknown): ShoalModelManifest {
     tokenizer: str(m, 'tokenizer'),
     memoryBytes: posInt(m, 'memoryBytes'),
     source: m.source === undefined ? {} : obj(m.source, '"source"'),
-  };
+  } as const;
+  if (task === 'embed') {
+    const pooling = m.pooling;
+    if (pooling !== 'mean' && pooling !== 'cls' && pooling !== 'none') fail(`"pooling" must be mean | cls | none`);
+    if (typeof m.normalize !== 'boolean') fail(`"normalize" must be a boolean`);
+    return { ...base, task, dimensions: posInt(m, 'dimensions'), pooling, normalize: m.normalize };
+  }
+  for (const key of ['dimensions', 'pooling', 'normalize']) {
+    if (m[key] !== undefined) fail(`"${key}" is only for task embed`);
+  }
+  const hiddenSize = m.hiddenSize === undefined ? {} : { hiddenSize: posInt(m, 'hiddenSize') };
+  if (task === 'rerank') {
+    return { ...base, task, ...hiddenSize, scoreActivation: oneOf(m, 'scoreActivation', ['sigmoid', 'none']) };
+  }
+  const problemType = oneOf(m, 'problemType', ['single_label', 'multi_label']);
+  const names = labels(m.labels);
+  if (problemType === 'single_label' && names.length < 2) fail(`a single_label classifier needs at least 2 labels`);
+  return { ...base, task, ...hiddenSize, labels: names, problemType };
 }

@@ -7,13 +7,13 @@ import { after, before, test } from 'node:test';
 import { Tokenizer } from '@huggingface/tokenizers';
 import * as ort from 'onnxruntime-node';
 import { MANIFEST_FILE, parseManifest } from './manifest.ts';
-import type { ShoalModelManifest } from './manifest.ts';
+import type { EmbedManifest } from './manifest.ts';
 import { GENERATOR_VERSION, PRESETS } from './presets.ts';
 import { MODEL_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, writeModelDir } from './write-model-dir.ts';
 
 let work: string;
 let dirA: string;
-let manifest: ShoalModelManifest;
+let manifest: EmbedManifest;
 let session: ort.InferenceSession;
 let tokenizer: Tokenizer;
 
@@ -21,7 +21,9 @@ before(async () => {
   work = await mkdtemp(join(tmpdir(), 'shoal-models-test-'));
   dirA = join(work, 'a');
   await writeModelDir(PRESETS.tiny, dirA);
-  manifest = parseManifest(JSON.parse(await readFile(join(dirA, MANIFEST_FILE), 'utf8')));
+  const parsed = parseManifest(JSON.parse(await readFile(join(dirA, MANIFEST_FILE), 'utf8')));
+  assert.equal(parsed.task, 'embed');
+  manifest = parsed as EmbedManifest;
   session = await ort.InferenceSession.create(join(dirA, manifest.onnx.file), {
     executionProviders: ['cpu'],
     intraOpNumThreads: 1,

@@ -7,8 +7,18 @@
 export const GENERATOR_VERSION = 1;
 export const GENERATOR_NAME = 'shoal-modelgen';
 
+/**
+ * A task head on the encoder's [CLS] token, as in Hugging Face `BertForSequenceClassification`:
+ * pooler (dense + tanh) then a dense layer to the logits. Without one the preset is an embedder.
+ */
+export type PresetHead =
+  /** A cross-encoder: one logit per (query, document) pair. */
+  | { readonly task: 'rerank'; readonly scoreActivation: 'sigmoid' | 'none' }
+  /** A classifier: one logit per label. */
+  | { readonly task: 'classify'; readonly labels: readonly string[]; readonly problemType: 'single_label' | 'multi_label' };
+
 export interface BertPreset {
-  /** Preset name (`tiny`, `mini`). */
+  /** Preset name (`tiny`, `mini`, ...). */
   name: string;
   /** Model id written into the manifest. */
   id: string;
@@ -26,8 +36,20 @@ export interface BertPreset {
   initializerRange: number;
   layerNormEpsilon: number;
   seed: number;
+  /** Embedders only (ignored when `head` is set). */
   pooling: 'mean' | 'cls';
+  /** Embedders only (ignored when `head` is set). */
   normalize: boolean;
+  /** Task head; absent for embedders. */
+  head?: PresetHead;
+}
+
+/**
+ * Std of the head's weights: N(0, 1/hidden), not BERT's 0.02, so untrained logits spread over
+ * about ±1 and differ visibly between inputs (with 0.02 every score would sit at sigmoid(0)).
+ */
+export function headInitializerRange(preset: BertPreset): number {
+  return 1 / Math.sqrt(preset.hidden);
 }
 
 const COMMON = {
@@ -39,19 +61,27 @@ const COMMON = {
   normalize: true,
 } as const;
 
+/** The shape of `tiny`: 2 layers, hidden 64, 4 heads, 128 positions. */
+const TINY_SHAPE = {
+  ...COMMON,
+  layers: 2,
+  hidden: 64,
+  heads: 4,
+  intermediate: 256,
+  maxSequenceLength: 128,
+  maxPositionEmbeddings: 128,
+} as const;
+
+/**
+ * `tiny` with weights drawn 10x wider than BERT's 0.02, for models with a head. With 0.02 the
+ * untrained attention is nearly uniform, so the [CLS] vector and every logit barely move with the
+ * input (±0.01); at 0.2 scores and the winning label differ from input to input, which tests of
+ * ranking and labelling need. LayerNorm keeps the activations bounded either way.
+ */
+const TINY_HEAD_SHAPE = { ...TINY_SHAPE, initializerRange: 0.2 } as const;
+
 export const PRESETS = {
-  tiny: {
-    ...COMMON,
-    name: 'tiny',
-    id: 'shoal-tiny-embed',
-    layers: 2,
-    hidden: 64,
-    heads: 4,
-    intermediate: 256,
-    maxSequenceLength: 128,
-    maxPositionEmbeddings: 128,
-    seed: 1,
-  },
+  tiny: { ...TINY_SHAPE, name: 'tiny', id: 'shoal-tiny-embed', seed: 1 },
   mini: {
     ...COMMON,
     name: 'mini',
@@ -63,6 +93,42 @@ export const PRESETS = {
     maxSequenceLength: 256,
     maxPositionEmbeddings: 512,
     seed: 6,
+  },
+  // A fleet for tests: more embedders (one of another width and pooling), a reranker and two
+  // classifiers, all tiny-sized (2 layers), so six models of three tasks load in about a second.
+  'tiny-embed-b': { ...TINY_SHAPE, name: 'tiny-embed-b', id: 'shoal-tiny-embed-b', seed: 2 },
+  'tiny-embed-c': {
+    ...TINY_SHAPE,
+    name: 'tiny-embed-c',
+    id: 'shoal-tiny-embed-c',
+    hidden: 32,
+    heads: 2,
+    intermediate: 128,
+    pooling: 'cls',
+    seed: 3,
+  },
+  'tiny-rerank': {
+    ...TINY_HEAD_SHAPE,
+    name: 'tiny-rerank',
+    id: 'shoal-tiny-rerank',
+    seed: 11,
+    head: { task: 'rerank', scoreActivation: 'sigmoid' },
+  },
+  'tiny-classify': {
+    ...TINY_HEAD_SHAPE,
+    name: 'tiny-classify',
+    id: 'shoal-tiny-classify',
+    // Seeds of the classifiers are picked so that every label wins for some ordinary sentence
+    // (with most seeds one label wins everywhere): tests can then see labels change with input.
+    seed: 24,
+    head: { task: 'classify', labels: ['negative', 'neutral', 'positive'], problemType: 'single_label' },
+  },
+  'tiny-multilabel': {
+    ...TINY_HEAD_SHAPE,
+    name: 'tiny-multilabel',
+    id: 'shoal-tiny-tags',
+    seed: 13,
+    head: { task: 'classify', labels: ['sports', 'politics', 'technology', 'science'], problemType: 'multi_label' },
   },
 } as const satisfies Record<string, BertPreset>;
 

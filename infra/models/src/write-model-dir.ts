@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { buildBertGraph, INPUT_NAMES, OUTPUT_NAME } from './bert-graph.ts';
+import { buildBertGraph, INPUT_NAMES, LOGITS_OUTPUT_NAME, OUTPUT_NAME } from './bert-graph.ts';
 import type { ShoalModelManifest } from './manifest.ts';
 import { estimateMemoryBytes, MANIFEST_FILE, MANIFEST_FORMAT_VERSION } from './manifest.ts';
 import type { BertPreset } from './presets.ts';
@@ -34,19 +34,31 @@ export interface WriteOptions {
 }
 
 export function buildManifest(preset: BertPreset, weightBytes: number): ShoalModelManifest {
-  return {
-    formatVersion: MANIFEST_FORMAT_VERSION,
-    id: preset.id,
-    task: 'embed',
-    dimensions: preset.hidden,
-    maxSequenceLength: preset.maxSequenceLength,
-    pooling: preset.pooling,
-    normalize: preset.normalize,
-    onnx: { file: MODEL_FILE, output: OUTPUT_NAME, inputs: { ...INPUT_NAMES } },
-    tokenizer: TOKENIZER_FILE,
-    memoryBytes: estimateMemoryBytes(weightBytes),
-    source: { generator: GENERATOR_NAME, generatorVersion: GENERATOR_VERSION, preset: preset.name, seed: preset.seed },
-  };
+  const onnx = { file: MODEL_FILE, output: OUTPUT_NAME, inputs: { ...INPUT_NAMES } };
+  const memoryBytes = estimateMemoryBytes(weightBytes);
+  const source = { generator: GENERATOR_NAME, generatorVersion: GENERATOR_VERSION, preset: preset.name, seed: preset.seed };
+  const head = preset.head;
+  if (head === undefined) {
+    // Key order is part of the bytes (and so of the cache key): keep it.
+    return {
+      formatVersion: MANIFEST_FORMAT_VERSION,
+      id: preset.id,
+      task: 'embed',
+      dimensions: preset.hidden,
+      maxSequenceLength: preset.maxSequenceLength,
+      pooling: preset.pooling,
+      normalize: preset.normalize,
+      onnx,
+      tokenizer: TOKENIZER_FILE,
+      memoryBytes,
+      source,
+    };
+  }
+  const shape = { hiddenSize: preset.hidden, maxSequenceLength: preset.maxSequenceLength };
+  const rest = { onnx: { ...onnx, output: LOGITS_OUTPUT_NAME }, tokenizer: TOKENIZER_FILE, memoryBytes, source };
+  const start = { formatVersion: MANIFEST_FORMAT_VERSION, id: preset.id } as const;
+  if (head.task === 'rerank') return { ...start, task: 'rerank', ...shape, scoreActivation: head.scoreActivation, ...rest };
+  return { ...start, task: 'classify', ...shape, labels: [...head.labels], problemType: head.problemType, ...rest };
 }
 
 export function formatBytes(n: number): string {
@@ -74,7 +86,8 @@ export async function writeModelDir(preset: BertPreset, dir: string, options: Wr
   await write(TOKENIZER_FILE, `${JSON.stringify(buildTokenizerJson(vocab), null, 2)}\n`);
   await write(TOKENIZER_CONFIG_FILE, `${JSON.stringify(buildTokenizerConfig(preset.maxSequenceLength), null, 2)}\n`);
 
-  log(`[2/3] ONNX graph: ${preset.layers} layers, hidden ${preset.hidden}, ${preset.heads} heads, FFN ${preset.intermediate}`);
+  const head = preset.head === undefined ? '' : `, ${preset.head.task} head`;
+  log(`[2/3] ONNX graph: ${preset.layers} layers, hidden ${preset.hidden}, ${preset.heads} heads, FFN ${preset.intermediate}${head}`);
   const graph = buildBertGraph(preset);
   log(`  ${graph.nodeCount} nodes, ${(graph.parameterCount / 1e6).toFixed(2)}M parameters [${elapsed()}]`);
   await write(MODEL_FILE, graph.bytes);

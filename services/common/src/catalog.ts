@@ -10,11 +10,20 @@ export interface PoolSpec {
   readonly partitions: number;
 }
 
+/** Per-model batching overrides (the worker's defaults apply to what is left out). */
+export interface ModelBatching {
+  readonly policy?: "token-budget" | "fixed-window";
+  readonly maxBatchTokens?: number;
+  readonly maxBatchItems?: number;
+  readonly maxWaitMs?: number;
+}
+
 /** One model the cluster serves. */
 export interface CatalogModel {
   readonly id: string;
   readonly pool: string;
   readonly spec: ModelSpec;
+  readonly batching: ModelBatching;
 }
 
 export interface Catalog {
@@ -34,6 +43,25 @@ export class CatalogError extends Error {
 const DEFAULT_POOL = "default";
 const DEFAULT_PARTITIONS = 8;
 const NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+
+function parseBatching(raw: unknown, where: string, problems: string[]): ModelBatching {
+  if (raw === undefined) return Object.freeze({});
+  if (!isRecord(raw)) {
+    problems.push(`${where}: expected a mapping`);
+    return Object.freeze({});
+  }
+  const out: { -readonly [K in keyof ModelBatching]: ModelBatching[K] } = {};
+  for (const [key, value] of Object.entries(raw)) {
+    if (key === "policy") {
+      if (value === "token-budget" || value === "fixed-window") out.policy = value;
+      else problems.push(`${where}.policy: expected token-budget or fixed-window`);
+    } else if (key === "maxBatchTokens" || key === "maxBatchItems" || key === "maxWaitMs") {
+      if (typeof value === "number" && Number.isInteger(value) && value >= (key === "maxWaitMs" ? 0 : 1)) out[key] = value;
+      else problems.push(`${where}.${key}: expected a ${key === "maxWaitMs" ? "non-negative" : "positive"} integer`);
+    } else problems.push(`${where}.${key}: unknown field`);
+  }
+  return Object.freeze(out);
+}
 
 /** Expands `${VAR}` and `${VAR:-fallback}` from the environment. */
 function expand(value: string, env: NodeJS.ProcessEnv, problems: string[], where: string): string {
@@ -60,6 +88,11 @@ function isRecord(v: unknown): v is Record<string, unknown> {
  *   - path: ${SHOAL_MODELS}/minilm   # a Shoal model directory (relative to this file)
  *     id: my-embedder                # optional, defaults to the manifest's id
  *     pool: default                  # optional
+ *     batching:                      # optional overrides of the worker's defaults
+ *       policy: token-budget         # or fixed-window
+ *       maxBatchTokens: 8192
+ *       maxBatchItems: 64
+ *       maxWaitMs: 2
  * ```
  */
 export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process.env): Promise<Catalog> {
@@ -104,10 +137,11 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
         if (raw["id"] !== undefined && (typeof raw["id"] !== "string" || !NAME.test(raw["id"]))) {
           problems.push(`${where}.id: must match ${NAME}`);
         }
+        const batching = parseBatching(raw["batching"], `${where}.batching`, problems);
         try {
           const spec = await readModelDir(dir);
           const id = typeof raw["id"] === "string" ? raw["id"] : spec.id;
-          return { where, model: Object.freeze({ id, pool: String(pool), spec }) };
+          return { where, model: Object.freeze({ id, pool: String(pool), spec, batching }) };
         } catch (err) {
           problems.push(`${where}: ${(err as Error).message}`);
           return undefined;

@@ -1,7 +1,9 @@
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import {
+  JobCancelSchema,
   JobEnvelopeSchema,
   JobResultSchema,
+  type JobCancel,
   type JobEnvelope,
   type JobResult,
 } from "@shoal/gen/shoal/v1/job_pb.ts";
@@ -10,7 +12,7 @@ import {
 export class RecordDecodeError extends Error {
   override readonly name = "RecordDecodeError";
   constructor(
-    readonly what: "JobEnvelope" | "JobResult",
+    readonly what: "JobEnvelope" | "JobResult" | "JobCancel",
     reason: string,
   ) {
     super(`undecodable ${what}: ${reason}`);
@@ -49,4 +51,20 @@ export function decodeResult(bytes: Uint8Array | null): JobResult {
   }
   if (result.jobId === "") throw new RecordDecodeError("JobResult", "missing job_id");
   return result;
+}
+
+export function encodeCancel(cancel: JobCancel): Uint8Array {
+  return toBinary(JobCancelSchema, cancel);
+}
+
+export function decodeCancel(bytes: Uint8Array | null): JobCancel {
+  if (!bytes || bytes.length === 0) throw new RecordDecodeError("JobCancel", "empty record");
+  let cancel: JobCancel;
+  try {
+    cancel = fromBinary(JobCancelSchema, bytes);
+  } catch (err) {
+    throw new RecordDecodeError("JobCancel", (err as Error).message);
+  }
+  if (cancel.jobId === "") throw new RecordDecodeError("JobCancel", "missing job_id");
+  return cancel;
 }

@@ -1,3 +1,4 @@
+import { trace } from "@opentelemetry/api";
 import { pino, type Logger } from "pino";
 
 export type { Logger } from "pino";
@@ -12,5 +13,12 @@ export function createLogger(service: string, level = process.env["LOG_LEVEL"] ?
     base: { service, pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
+    // Lines written inside a traced operation carry its ids, so logs and Jaeger join up.
+    mixin() {
+      const span = trace.getActiveSpan();
+      if (!span) return {};
+      const { traceId, spanId } = span.spanContext();
+      return { trace_id: traceId, span_id: spanId };
+    },
   });
 }

@@ -3,8 +3,9 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ModelLoadError } from './model-load-error.ts';
-import { MANIFEST_FILE, readModelDir } from './model-manifest.ts';
+import { MANIFEST_FILE, readModelDir, validateManifest } from './model-manifest.ts';
 import { copyModelDir, generatedModelDir, tempDir } from '../../worker/src/runtime/test-models.ts';
+import { ensureModel } from '../../../infra/models/src/ensure-model.ts';
 
 async function readManifest(dir: string): Promise<Record<string, any>> {
   return JSON.parse(await readFile(join(dir, MANIFEST_FILE), 'utf8')) as Record<string, any>;
@@ -56,7 +57,7 @@ describe('readModelDir', () => {
     it('reports every manifest problem at once, each naming its field, with the path', async () => {
       await writeFile(join(dir, MANIFEST_FILE), JSON.stringify({
         formatVersion: 2,
-        task: 'classify',
+        task: 'embed',
         dimensions: -1,
         maxSequenceLength: 1.5,
         pooling: 'max',
@@ -69,7 +70,7 @@ describe('readModelDir', () => {
       const err = await loadError(dir);
       const fields = err.problems.map((p) => p.slice(0, p.indexOf(':')));
       assert.deepEqual(fields, [
-        'formatVersion', 'id', 'task', 'dimensions', 'maxSequenceLength', 'pooling', 'normalize',
+        'formatVersion', 'id', 'dimensions', 'maxSequenceLength', 'pooling', 'normalize',
         'onnx.output', 'onnx.inputs.attentionMask', 'tokenizer', 'memoryBytes', 'source',
       ]);
       assert.equal(err.path, dir);
@@ -77,6 +78,89 @@ describe('readModelDir', () => {
       for (const p of err.problems) assert.ok(err.message.includes(p), `message lists "${p}"`);
       assert.match(err.problems.join('\n'), /dimensions: must be an integer >= 1 \(got -1\)/);
       assert.match(err.problems.join('\n'), /tokenizer: must name a file inside the model directory/);
+      assert.match(err.problems.join('\n'), /pooling: must be one of "mean", "cls", "none" \(got "max"\)/);
+    });
+
+    it('reports an unknown task and still checks the common fields', async () => {
+      const manifest = await readManifest(tiny);
+      manifest.task = 'summarize';
+      manifest.onnx.output = 7;
+      await writeFile(join(dir, MANIFEST_FILE), JSON.stringify(manifest));
+      const err = await loadError(dir);
+      assert.deepEqual(err.problems, [
+        'task: must be one of "embed", "rerank", "classify" (got "summarize")',
+        'onnx.output: must be a non-empty string (got 7)',
+      ]);
+    });
+
+    it('reads a rerank manifest: one logit, pooling none, not normalised', async () => {
+      const manifest = await readManifest(tiny);
+      for (const k of ['dimensions', 'pooling', 'normalize']) delete manifest[k];
+      Object.assign(manifest, { task: 'rerank', id: 'my-reranker', scoreActivation: 'none', hiddenSize: 64 });
+      manifest.onnx.output = 'logits';
+      await writeFile(join(dir, MANIFEST_FILE), JSON.stringify(manifest));
+      const spec = await readModelDir(dir);
+      assert.equal(spec.task, 'rerank');
+      if (spec.task !== 'rerank') return;
+      assert.equal(spec.id, 'my-reranker');
+      assert.equal(spec.outputName, 'logits');
+      assert.equal(spec.scoreActivation, 'none');
+      assert.equal(spec.numLabels, 1);
+      assert.equal(spec.dimensions, 1);
+      assert.equal(spec.hiddenSize, 64);
+      assert.equal(spec.pooling, 'none');
+      assert.equal(spec.normalize, false);
+      assert.ok(Object.isFrozen(spec));
+    });
+
+    it('reads a classify manifest: labels in logit order, problem type', async () => {
+      const manifest = await readManifest(tiny);
+      for (const k of ['dimensions', 'pooling', 'normalize']) delete manifest[k];
+      Object.assign(manifest, { task: 'classify', labels: ['a', 'b', 'c'], problemType: 'multi_label' });
+      manifest.onnx.output = 'logits';
+      await writeFile(join(dir, MANIFEST_FILE), JSON.stringify(manifest));
+      const spec = await readModelDir(dir);
+      assert.equal(spec.task, 'classify');
+      if (spec.task !== 'classify') return;
+      assert.deepEqual(spec.labels, ['a', 'b', 'c']);
+      assert.equal(spec.numLabels, 3);
+      assert.equal(spec.dimensions, 3);
+      assert.equal(spec.problemType, 'multi_label');
+      assert.equal(spec.hiddenSize, undefined);
+      assert.equal(spec.pooling, 'none');
+      assert.ok(Object.isFrozen(spec.labels));
+    });
+
+    it('reports every rerank/classify problem at once, each naming its field', async () => {
+      const manifest = await readManifest(tiny); // still has the embed-only fields
+      Object.assign(manifest, { task: 'rerank', scoreActivation: 'softmax', hiddenSize: 0 });
+      await writeFile(join(dir, MANIFEST_FILE), JSON.stringify(manifest));
+      const rerank = await loadError(dir);
+      assert.deepEqual(rerank.problems, [
+        'dimensions: only for task "embed"; a rerank model outputs [batch, numLabels] logits (got 64)',
+        'pooling: only for task "embed"; a rerank model outputs [batch, numLabels] logits (got "mean")',
+        'normalize: only for task "embed"; a rerank model outputs [batch, numLabels] logits (got true)',
+        'scoreActivation: must be one of "sigmoid", "none" (got "softmax")',
+        'hiddenSize: must be an integer >= 1 (got 0)',
+      ]);
+
+      for (const k of ['dimensions', 'pooling', 'normalize', 'scoreActivation', 'hiddenSize']) delete manifest[k];
+      const classifyProblems = async (extra: Record<string, unknown>): Promise<readonly string[]> => {
+        await writeFile(join(dir, MANIFEST_FILE), JSON.stringify({ ...manifest, task: 'classify', ...extra }));
+        return (await loadError(dir)).problems;
+      };
+      assert.deepEqual(await classifyProblems({}), [
+        'labels: must be a non-empty array of label names (missing)',
+        'problemType: must be one of "single_label", "multi_label" (missing)',
+      ]);
+      assert.deepEqual(await classifyProblems({ labels: ['x', ''], problemType: 'multi_label' }), ['labels[1]: must be a non-empty string (got "")']);
+      assert.deepEqual(await classifyProblems({ labels: ['x', 'y', 'x'], problemType: 'multi_label' }), ['labels[2]: duplicate label "x"']);
+      assert.deepEqual(await classifyProblems({ labels: ['only'], problemType: 'single_label' }), [
+        'labels: a "single_label" classifier needs at least 2 labels (softmax over one label is always 1)',
+      ]);
+      // One label is fine for an independent (sigmoid) score.
+      await writeFile(join(dir, MANIFEST_FILE), JSON.stringify({ ...manifest, task: 'classify', labels: ['spam'], problemType: 'multi_label' }));
+      assert.equal((await readModelDir(dir)).dimensions, 1);
     });
 
     it('reports missing files named by a valid manifest, both at once', async () => {
@@ -112,6 +196,27 @@ describe('readModelDir', () => {
       assert.deepEqual(err.problems, ['shoal-model.json: cannot be read (ENOENT)']);
       assert.ok(err.message.includes(dir));
     });
+  });
+
+  it('reads every generated preset of each task, as the generator writes them', async () => {
+    const expected = {
+      'tiny-embed-b': { id: 'shoal-tiny-embed-b', task: 'embed', dimensions: 64 },
+      'tiny-embed-c': { id: 'shoal-tiny-embed-c', task: 'embed', dimensions: 32 },
+      'tiny-rerank': { id: 'shoal-tiny-rerank', task: 'rerank', dimensions: 1 },
+      'tiny-classify': { id: 'shoal-tiny-classify', task: 'classify', dimensions: 3 },
+      'tiny-multilabel': { id: 'shoal-tiny-tags', task: 'classify', dimensions: 4 },
+    } as const;
+    for (const [preset, want] of Object.entries(expected)) {
+      const spec = await readModelDir(await ensureModel(preset));
+      assert.deepEqual({ id: spec.id, task: spec.task, dimensions: spec.dimensions }, want, preset);
+      if (spec.task === 'rerank') assert.equal(spec.scoreActivation, 'sigmoid');
+      if (spec.task === 'classify') assert.equal(spec.problemType, preset === 'tiny-classify' ? 'single_label' : 'multi_label');
+    }
+  });
+
+  it('validateManifest reports a non-object manifest without throwing', () => {
+    const { problems } = validateManifest('/nowhere', null);
+    assert.equal(problems[0], 'manifest: must be a JSON object (got null)');
   });
 
   it('reports a directory that does not exist', async () => {

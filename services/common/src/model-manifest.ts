@@ -1,7 +1,8 @@
 /**
  * Reads and validates a model directory (`shoal-model.json` + the files it names) into a frozen
- * {@link ModelSpec}. Every problem is reported at once so a broken generator or a hand-edited
- * manifest is fixed in one pass.
+ * {@link ModelSpec}: an embedder, a cross-encoder reranker or a sequence classifier (`task`).
+ * Every problem is reported at once so a broken generator or a hand-edited manifest is fixed in
+ * one pass. The format is described in infra/models/README.md.
  */
 import { readFile, stat } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve } from 'node:path';
@@ -15,10 +16,29 @@ export const MANIFEST_FILE = 'shoal-model.json';
 /** The only manifest format this runtime reads. */
 export const SUPPORTED_FORMAT_VERSION = 1;
 
-/** How token vectors become one vector per text. `none`: the model output is already [batch, hidden]. */
+/** What a model computes. The worker picks its runner by this. */
+export type ModelTask = 'embed' | 'rerank' | 'classify';
+
+/** Every task, in the order problems list them. */
+export const MODEL_TASKS: readonly ModelTask[] = ['embed', 'rerank', 'classify'];
+
+/** How token vectors become one vector per text. `none`: the model output is already [batch, dimensions]. */
 export type Pooling = 'mean' | 'cls' | 'none';
 
 const POOLINGS: readonly Pooling[] = ['mean', 'cls', 'none'];
+
+/** What turns a reranker's logit into its score: `sigmoid` gives (0, 1), `none` passes the raw logit. */
+export type ScoreActivation = 'sigmoid' | 'none';
+
+const SCORE_ACTIVATIONS: readonly ScoreActivation[] = ['sigmoid', 'none'];
+
+/**
+ * How a classifier's logits become label scores: `single_label` applies softmax (scores sum to 1,
+ * one label wins), `multi_label` applies a sigmoid to each logit on its own.
+ */
+export type ProblemType = 'single_label' | 'multi_label';
+
+const PROBLEM_TYPES: readonly ProblemType[] = ['single_label', 'multi_label'];
 
 /** ONNX graph input names, as the manifest maps them. */
 export interface ModelInputNames {
@@ -28,18 +48,23 @@ export interface ModelInputNames {
   readonly tokenTypeIds: string | undefined;
 }
 
-/** A validated model directory. Frozen; file paths are absolute and were checked to exist. */
-export interface ModelSpec {
+/** Fields every task has. Frozen; file paths are absolute and were checked to exist. */
+interface ModelSpecBase {
   /** Absolute path of the model directory. */
   readonly dir: string;
   readonly id: string;
-  readonly task: 'embed';
-  /** Length of each output vector. */
+  readonly task: ModelTask;
+  /**
+   * Values per input that the runtime reads from `outputName` after pooling: the vector length
+   * for `embed`, 1 for `rerank` (the logit), the number of labels for `classify`. Rerank and
+   * classify outputs are `[batch, dimensions]` (their pooling is `none`).
+   */
   readonly dimensions: number;
-  /** Most tokens per text, special tokens included. */
+  /** Most tokens per input (a text, or a query + document pair), special tokens included. */
   readonly maxSequenceLength: number;
+  /** Always `none` for rerank and classify: their graphs pool internally (the [CLS] pooler). */
   readonly pooling: Pooling;
-  /** Whether callers should L2-normalise vectors (the pool never does). */
+  /** Whether callers should L2-normalise vectors (the pool never does). Always false for rerank and classify. */
   readonly normalize: boolean;
   /** Absolute path of the ONNX file. */
   readonly modelPath: string;
@@ -52,6 +77,49 @@ export interface ModelSpec {
   /** Provenance as written by the generator or exporter; opaque to the runtime. */
   readonly source: Readonly<Record<string, unknown>> | undefined;
 }
+
+/** A sentence embedder: output `[batch, seq, dimensions]` (or `[batch, dimensions]` when pooling is `none`). */
+export interface EmbedModelSpec extends ModelSpecBase {
+  readonly task: 'embed';
+}
+
+/**
+ * A cross-encoder: each input is a (query, document) pair, tokenized by the tokenizer's pair
+ * template (BERT: `[CLS] query [SEP] document [SEP]`, token type 0 up to the first `[SEP]`, 1
+ * after; models without a token-type input, such as XLM-R rerankers, rely on the separators).
+ * Output `[batch, 1]` logits.
+ */
+export interface RerankModelSpec extends ModelSpecBase {
+  readonly task: 'rerank';
+  readonly pooling: 'none';
+  readonly normalize: false;
+  /** Always 1 (and equal to `dimensions`). */
+  readonly numLabels: number;
+  readonly scoreActivation: ScoreActivation;
+  /** Width of the encoder's hidden states, if the manifest says (informational). */
+  readonly hiddenSize: number | undefined;
+}
+
+/** A sequence classifier: output `[batch, numLabels]` logits, one per label in `labels` order. */
+export interface ClassifyModelSpec extends ModelSpecBase {
+  readonly task: 'classify';
+  readonly pooling: 'none';
+  readonly normalize: false;
+  /** `labels.length` (and equal to `dimensions`). */
+  readonly numLabels: number;
+  /** Label names, index i naming logit i. Non-empty, unique. */
+  readonly labels: readonly string[];
+  readonly problemType: ProblemType;
+  /** Width of the encoder's hidden states, if the manifest says (informational). */
+  readonly hiddenSize: number | undefined;
+}
+
+/**
+ * A validated model directory: discriminated by `task`. Fields shared by all tasks
+ * (`dimensions`, `pooling`, `normalize`, paths, names) read the same everywhere, so code that
+ * only runs the graph needs no narrowing.
+ */
+export type ModelSpec = EmbedModelSpec | RerankModelSpec | ClassifyModelSpec;
 
 type Json = Record<string, unknown>;
 
@@ -87,6 +155,40 @@ class FieldReader {
     return 0;
   }
 
+  /** One of `allowed`, or undefined (and a problem) when the value is not. */
+  oneOf<T extends string>(obj: Json, key: string, field: string, allowed: readonly T[]): T | undefined {
+    const v = obj[key];
+    if (typeof v === 'string' && (allowed as readonly string[]).includes(v)) return v as T;
+    this.problems.push(`${field}: must be one of ${allowed.map((a) => `"${a}"`).join(', ')} (${describe(v)})`);
+    return undefined;
+  }
+
+  /** A non-empty array of unique, non-empty strings. */
+  labels(obj: Json, key: string, field: string): string[] {
+    const v = obj[key];
+    if (!Array.isArray(v) || v.length === 0) {
+      this.problems.push(`${field}: must be a non-empty array of label names (${describe(v)})`);
+      return [];
+    }
+    const bad = v.findIndex((x) => typeof x !== 'string' || x.trim() === '');
+    if (bad >= 0) {
+      this.problems.push(`${field}[${bad}]: must be a non-empty string (${describe(v[bad])})`);
+      return [];
+    }
+    const names = v as string[];
+    const dup = names.findIndex((x, i) => names.indexOf(x) !== i);
+    if (dup >= 0) {
+      this.problems.push(`${field}[${dup}]: duplicate label ${JSON.stringify(names[dup])}`);
+      return [];
+    }
+    return names;
+  }
+
+  /** Reports a field that the manifest's task must not set. */
+  forbidden(obj: Json, key: string, field: string, why: string): void {
+    if (obj[key] !== undefined) this.problems.push(`${field}: ${why} (${describe(obj[key])})`);
+  }
+
   object(obj: Json, key: string, field: string): Json {
     const v = obj[key];
     if (isObject(v)) return v;
@@ -118,8 +220,18 @@ async function fileProblem(path: string, field: string): Promise<string | undefi
   }
 }
 
+/** Task-specific fields, already validated. */
+type TaskFields =
+  | { task: 'embed'; dimensions: number; pooling: Pooling; normalize: boolean }
+  | { task: 'rerank'; scoreActivation: ScoreActivation; hiddenSize: number | undefined }
+  | { task: 'classify'; labels: string[]; problemType: ProblemType; hiddenSize: number | undefined };
+
 /**
  * Validates a parsed manifest. Exported for tests and tools; {@link readModelDir} is the entry point.
+ *
+ * Task-specific fields: `embed` needs `dimensions`, `pooling`, `normalize`; `rerank` needs
+ * `scoreActivation`; `classify` needs `labels` and `problemType`; rerank and classify may give
+ * `hiddenSize` and must not give the embed-only fields (their output width is the label count).
  * @param dir absolute model directory, used to resolve file names
  * @returns the spec and every problem found (the spec is meaningless when problems is non-empty)
  */
@@ -132,15 +244,12 @@ export function validateManifest(dir: string, raw: unknown): { spec: ModelSpec; 
     r.problems.push(`formatVersion: must be ${SUPPORTED_FORMAT_VERSION} (${describe(m.formatVersion)})`);
   }
   const id = r.string(m, 'id', 'id');
-  if (m.task !== 'embed') r.problems.push(`task: must be "embed" (${describe(m.task)})`);
-  const dimensions = r.integer(m, 'dimensions', 'dimensions', 1);
+  const task = r.oneOf(m, 'task', 'task', MODEL_TASKS);
+  // Read before maxSequenceLength so problems keep the manifest's field order.
+  const dimensions = task === 'embed' || task === undefined ? r.integer(m, 'dimensions', 'dimensions', 1) : 0;
   // [CLS] and [SEP] alone take two positions.
   const maxSequenceLength = r.integer(m, 'maxSequenceLength', 'maxSequenceLength', 3);
-  const pooling = m.pooling as Pooling;
-  if (!POOLINGS.includes(pooling)) {
-    r.problems.push(`pooling: must be one of ${POOLINGS.map((p) => `"${p}"`).join(', ')} (${describe(m.pooling)})`);
-  }
-  if (typeof m.normalize !== 'boolean') r.problems.push(`normalize: must be a boolean (${describe(m.normalize)})`);
+  const fields = taskFields(r, m, task, dimensions);
 
   const onnx = r.object(m, 'onnx', 'onnx');
   const modelPath = isObject(m.onnx) ? r.relativeFile(dir, onnx, 'file', 'onnx.file') : '';
@@ -158,22 +267,53 @@ export function validateManifest(dir: string, raw: unknown): { spec: ModelSpec; 
   let source: Json | undefined;
   if (m.source !== undefined) source = r.object(m, 'source', 'source');
 
-  const spec: ModelSpec = {
-    dir,
-    id,
-    task: 'embed',
-    dimensions,
-    maxSequenceLength,
-    pooling,
-    normalize: m.normalize === true,
-    modelPath,
-    outputName,
-    inputNames,
-    tokenizerPath,
-    memoryBytes,
-    source,
-  };
+  const common = { dir, id, maxSequenceLength, modelPath, outputName, inputNames, tokenizerPath, memoryBytes, source };
+  let spec: ModelSpec;
+  switch (fields.task) {
+    case 'embed':
+      spec = { ...common, task: 'embed', dimensions: fields.dimensions, pooling: fields.pooling, normalize: fields.normalize };
+      break;
+    case 'rerank':
+      spec = {
+        ...common, task: 'rerank', dimensions: 1, pooling: 'none', normalize: false,
+        numLabels: 1, scoreActivation: fields.scoreActivation, hiddenSize: fields.hiddenSize,
+      };
+      break;
+    case 'classify':
+      spec = {
+        ...common, task: 'classify', dimensions: fields.labels.length, pooling: 'none', normalize: false,
+        numLabels: fields.labels.length, labels: fields.labels, problemType: fields.problemType, hiddenSize: fields.hiddenSize,
+      };
+      break;
+  }
   return { spec, problems: r.problems };
+}
+
+/** Reads the fields of one task; an unknown task (already reported) is read as embed. */
+function taskFields(r: FieldReader, m: Json, task: ModelTask | undefined, dimensions: number): TaskFields {
+  if (task === 'embed' || task === undefined) {
+    const pooling = r.oneOf(m, 'pooling', 'pooling', POOLINGS) ?? 'mean';
+    if (typeof m.normalize !== 'boolean') r.problems.push(`normalize: must be a boolean (${describe(m.normalize)})`);
+    return { task: 'embed', dimensions, pooling, normalize: m.normalize === true };
+  }
+  const why = `only for task "embed"; a ${task} model outputs [batch, numLabels] logits`;
+  r.forbidden(m, 'dimensions', 'dimensions', why);
+  r.forbidden(m, 'pooling', 'pooling', why);
+  r.forbidden(m, 'normalize', 'normalize', why);
+  if (task === 'rerank') {
+    const scoreActivation = r.oneOf(m, 'scoreActivation', 'scoreActivation', SCORE_ACTIVATIONS) ?? 'sigmoid';
+    return { task, scoreActivation, hiddenSize: optionalHiddenSize(r, m) };
+  }
+  const labels = r.labels(m, 'labels', 'labels');
+  const problemType = r.oneOf(m, 'problemType', 'problemType', PROBLEM_TYPES) ?? 'single_label';
+  if (problemType === 'single_label' && labels.length === 1) {
+    r.problems.push('labels: a "single_label" classifier needs at least 2 labels (softmax over one label is always 1)');
+  }
+  return { task, labels, problemType, hiddenSize: optionalHiddenSize(r, m) };
+}
+
+function optionalHiddenSize(r: FieldReader, m: Json): number | undefined {
+  return m.hiddenSize === undefined ? undefined : r.integer(m, 'hiddenSize', 'hiddenSize', 1);
 }
 
 function deepFreeze<T>(value: T): T {

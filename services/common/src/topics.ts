@@ -14,6 +14,11 @@ export function jobsTopic(pool: string, lane: ServedLane): string {
   return `shoal.jobs.${pool}.${laneNames[lane]}`;
 }
 
+/** Cancel topic of one pool: `shoal.cancel.<pool>`, read by every worker of the pool. */
+export function cancelTopic(pool: string): string {
+  return `shoal.cancel.${pool}`;
+}
+
 /** Reply topic owned by one gateway instance: `shoal.replies.<instanceId>`. */
 export function replyTopic(instanceId: string): string {
   return `shoal.replies.${instanceId}`;
@@ -52,12 +57,16 @@ export async function ensureTopics(admin: Admin, specs: readonly TopicSpec[]): P
 /** Largest record a jobs or reply topic accepts (a request's texts, or a result's vectors). */
 export const MAX_RECORD_BYTES = 16 * 1024 * 1024;
 
-/** The jobs topics of a pool: one per lane, each with the pool's partition count. */
+/** The topics of a pool: a jobs topic per lane (the pool's partition count) and its cancel topic. */
 export function poolTopicSpecs(pool: { name: string; partitions: number }): TopicSpec[] {
   const lanes: ServedLane[] = [Lane.INTERACTIVE, Lane.BATCH];
-  return lanes.map((lane) => ({
-    topic: jobsTopic(pool.name, lane),
-    partitions: pool.partitions,
-    config: { "max.message.bytes": String(MAX_RECORD_BYTES) },
-  }));
+  return [
+    ...lanes.map((lane) => ({
+      topic: jobsTopic(pool.name, lane),
+      partitions: pool.partitions,
+      config: { "max.message.bytes": String(MAX_RECORD_BYTES) },
+    })),
+    // Cancels matter for at most a request's lifetime.
+    { topic: cancelTopic(pool.name), partitions: 1, config: { "retention.ms": String(15 * 60_000) } },
+  ];
 }

@@ -1,11 +1,16 @@
 import { Code, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { createKafka, ensureTopics, loadCatalog, MAX_RECORD_BYTES, poolTopicSpecs, replyTopic, type Logger } from "@shoal/common";
+import { createKafka, createKafkaProbe, ensureTopics, loadCatalog, MAX_RECORD_BYTES, poolTopicSpecs, replyTopic, type Logger } from "@shoal/common";
 import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { Health, HealthCheckResponse_ServingStatus as Serving } from "@shoal/gen/grpc/health/v1/health_pb.ts";
 import type { GatewayConfig } from "./config.ts";
+import { Admission } from "./admission.ts";
 import { createDualServer } from "./dual-server.ts";
+import { createLaneLagMonitor, type LaneLagMonitor } from "./lane-lag.ts";
+import { createGatewayMetrics } from "./gateway-metrics.ts";
+import { rpcMetrics } from "./rpc-metrics.ts";
+import { traceRpc } from "./rpc-tracing.ts";
 import { toConnectError } from "./errors.ts";
 import { createHealthService, HealthState } from "./health-service.ts";
 import { createInferenceService } from "./inference-service.ts";
@@ -13,6 +18,11 @@ import { createJobProducer } from "./job-producer.ts";
 import { createModelService } from "./model-service.ts";
 import { PendingJobs } from "./pending-jobs.ts";
 import { createReplyConsumer } from "./reply-consumer.ts";
+import { createConsoleStatic } from "./console-static.ts";
+import { createCors } from "./cors.ts";
+import { createHttpFront } from "./http-front.ts";
+import { createOpenAiEmbeddings } from "./openai-embeddings.ts";
+import { registerReflection } from "./reflection-service.ts";
 
 export interface GatewayApp {
   /** Resolves with the bound port once the gateway serves. */
@@ -47,8 +57,25 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     topic: ownReplyTopic,
     groupId: `shoal-gateway-${config.instanceId}`,
     onResult: (result) => pending.settle(result),
+    onDropped: (n) => metrics.resultsDropped.inc(n),
   });
   const health = new HealthState([InferenceService.typeName, ModelService.typeName]);
+  const metrics = createGatewayMetrics(() => pending.size);
+  // Readiness follows the broker: NOT_SERVING within seconds of losing it, SERVING when it returns.
+  const probe = createKafkaProbe(admin, {
+    intervalMs: 1_000,
+    timeoutMs: 2_000,
+    onChange(reachable) {
+      log.warn({ reachable }, reachable ? "Kafka reachable again" : "Kafka unreachable");
+      if (stopping === undefined) health.setAll(reachable ? Serving.SERVING : Serving.NOT_SERVING);
+    },
+  });
+  // Token-priced admission per lane, from this replica's in-flight calls and the lanes' lag.
+  const admission = new Admission({
+    interactive: { maxInFlightTokens: config.admission.interactive.maxInFlightTokens, maxQueuedTokens: config.admission.interactive.maxQueuedTokens },
+    batch: { maxInFlightTokens: config.admission.batch.maxInFlightTokens, maxQueuedTokens: config.admission.batch.maxQueuedTokens },
+  });
+  let lagMonitor: LaneLagMonitor | undefined;
   let server: ReturnType<typeof createDualServer> | undefined;
   let stopping: Promise<void> | undefined;
 
@@ -66,51 +93,77 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     ]);
     await producer.start();
     await replies.start();
+    lagMonitor = createLaneLagMonitor(admin, admission, [...catalog.pools.keys()], logger);
+    lagMonitor.start();
 
+    // One implementation behind both the Connect routes and the OpenAI-compatible endpoint.
+    const inference = createInferenceService({
+      catalog,
+      producer,
+      pending,
+      replyTopic: ownReplyTopic,
+      limits: config,
+      defaultTimeoutMs: config.defaultTimeoutMs,
+      maxTimeoutMs: config.maxTimeoutMs,
+      isAccepting: () => stopping === undefined,
+      admission,
+      onAdmitted: (lane, tokens) => lagMonitor?.observeJob(lane, tokens),
+      onRejected: (lane, reason) => metrics.admissionRejections.inc({ lane, reason }),
+    });
     const handler = connectNodeAdapter({
-      interceptors: [mapErrors(logger)],
+      // Outermost first: the trace and the metrics see the final, mapped code.
+      interceptors: [traceRpc(config.instanceId), rpcMetrics(metrics, (id) => catalog.models.has(id)), mapErrors(logger)],
       readMaxBytes: config.maxRequestBytes,
       // Compressed requests are accepted, but responses are never compressed: vectors are
       // incompressible float noise and gzip cost more CPU than the whole rest of the call.
       compressMinBytes: Number.MAX_SAFE_INTEGER,
       routes(router) {
-        router.service(
-          InferenceService,
-          createInferenceService({
-            catalog,
-            producer,
-            pending,
-            replyTopic: ownReplyTopic,
-            limits: config,
-            defaultTimeoutMs: config.defaultTimeoutMs,
-            maxTimeoutMs: config.maxTimeoutMs,
-            isAccepting: () => stopping === undefined,
-          }),
-        );
+        router.service(InferenceService, inference);
         router.service(ModelService, createModelService(catalog));
         router.service(Health, createHealthService(health));
+        registerReflection(router, [InferenceService, ModelService, Health]);
       },
       fallback(req, res) {
         const reply = (status: number, body: string): void => {
           res.writeHead(status, { "content-type": "text/plain" });
           res.end(body);
         };
-        if (req.url === "/healthz") reply(200, "ok\n");
+        if (req.url === "/metrics") {
+          void metrics.registry.metrics().then((body) => {
+            res.writeHead(200, { "content-type": metrics.registry.contentType });
+            res.end(body);
+          });
+        } else if (req.url === "/healthz") reply(200, "ok\n");
         else if (req.url === "/readyz") {
           const ready = health.get("") === Serving.SERVING;
           reply(ready ? 200 : 503, ready ? "ready\n" : "not ready\n");
         } else reply(404, "not found\n");
       },
     });
-    server = createDualServer(handler);
+    server = createDualServer(
+      createHttpFront({
+        cors: createCors(config.corsOrigins),
+        openai: createOpenAiEmbeddings({
+          embed: (req, ctx) => inference.embed(req, ctx),
+          models: catalog.models,
+          maxRequestBytes: config.maxRequestBytes,
+          logger,
+        }),
+        console: createConsoleStatic(config.consoleDir),
+        connect: handler,
+      }),
+    );
     const address = await server.listen(config.port, config.host);
     health.setAll(Serving.SERVING);
+    probe.start();
     log.info({ host: config.host, port: address.port, models: [...catalog.models.keys()], replyTopic: ownReplyTopic }, "gateway serving");
     return { port: address.port };
   }
 
   async function shutdown(): Promise<void> {
     health.setAll(Serving.NOT_SERVING);
+    probe.stop();
+    lagMonitor?.stop();
     const inFlight = pending.size;
     const drained = await pending.drained(config.drainGraceMs);
     log.info({ inFlight, drained }, "in-flight calls drained");

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { resolve } from "node:path";
 import { EnvReader, readKafkaSettings, type KafkaSettings } from "@shoal/common";
 
 /** The gateway's whole configuration, validated once at start. */
@@ -20,7 +21,19 @@ export interface GatewayConfig {
   readonly drainGraceMs: number;
   /** Partitions of this replica's reply topic. */
   readonly replyPartitions: number;
+  /** Browser origins allowed to call the gateway cross-origin (`*`: any). */
+  readonly corsOrigins: readonly string[];
+  /** Admission limits per lane, in estimated tokens. */
+  readonly admission: {
+    readonly interactive: { readonly maxInFlightTokens: number; readonly maxQueuedTokens: number };
+    readonly batch: { readonly maxInFlightTokens: number; readonly maxQueuedTokens: number };
+  };
+  /** The built web console (`npm run build -w services/console`), served at `/console/`. */
+  readonly consoleDir: string;
 }
+
+// An origin as browsers send it: scheme, host, optional port; no path.
+const ORIGIN = /^https?:\/\/[A-Za-z0-9.-]+(:\d{1,5})?$|^https?:\/\/\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
 
 /** Reads `SHOAL_*` and `KAFKA_*` variables; throws ConfigError listing every problem. */
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
@@ -32,6 +45,10 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
   const defaultTimeoutMs = r.int("SHOAL_DEFAULT_TIMEOUT_MS", 30_000, { min: 1 });
   const maxTimeoutMs = r.int("SHOAL_MAX_TIMEOUT_MS", 300_000, { min: 1 });
   if (defaultTimeoutMs > maxTimeoutMs) r.problem("SHOAL_DEFAULT_TIMEOUT_MS must not exceed SHOAL_MAX_TIMEOUT_MS");
+  const corsOrigins = r.list("SHOAL_CORS_ORIGINS", ["*"]);
+  for (const origin of corsOrigins) {
+    if (origin !== "*" && !ORIGIN.test(origin)) r.problem(`SHOAL_CORS_ORIGINS: '${origin}' is not '*' or an origin like https://app.example.com:8443`);
+  }
   return r.done({
     host: r.string("SHOAL_HOST", "127.0.0.1"),
     port: r.int("SHOAL_PORT", 8080, { min: 0, max: 65535 }),
@@ -45,5 +62,17 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     maxRequestBytes: r.int("SHOAL_MAX_REQUEST_BYTES", 8 * 1024 * 1024, { min: 1024 }),
     drainGraceMs: r.int("SHOAL_DRAIN_GRACE_MS", 10_000, { min: 0 }),
     replyPartitions: r.int("SHOAL_REPLY_PARTITIONS", 1, { min: 1, max: 64 }),
+    corsOrigins,
+    admission: {
+      interactive: {
+        maxInFlightTokens: r.int("SHOAL_MAX_INFLIGHT_TOKENS_INTERACTIVE", 200_000, { min: 1 }),
+        maxQueuedTokens: r.int("SHOAL_MAX_QUEUED_TOKENS_INTERACTIVE", 1_000_000, { min: 1 }),
+      },
+      batch: {
+        maxInFlightTokens: r.int("SHOAL_MAX_INFLIGHT_TOKENS_BATCH", 2_000_000, { min: 1 }),
+        maxQueuedTokens: r.int("SHOAL_MAX_QUEUED_TOKENS_BATCH", 20_000_000, { min: 1 }),
+      },
+    },
+    consoleDir: resolve(r.string("SHOAL_CONSOLE_DIR", resolve(import.meta.dirname, "../../console/dist"))),
   });
 }

@@ -32,6 +32,17 @@ export class QueueUnavailableError extends Error {
   override readonly name = "QueueUnavailableError";
 }
 
+/** Admission control refused the call; `retryAfterMs` is the hint sent back. */
+export class AdmissionRejectedError extends Error {
+  override readonly name = "AdmissionRejectedError";
+  constructor(
+    message: string,
+    readonly retryAfterMs: number,
+  ) {
+    super(message);
+  }
+}
+
 /** A worker answered the job with a non-OK status. */
 export class JobFailedError extends Error {
   override readonly name = "JobFailedError";
@@ -63,6 +74,13 @@ export function toConnectError(err: unknown): ConnectError {
   if (err instanceof DeadlineError) return new ConnectError(err.message, Code.DeadlineExceeded);
   if (err instanceof CallCancelledError) return new ConnectError(err.message, Code.Canceled);
   if (err instanceof QueueUnavailableError) return new ConnectError(err.message, Code.Unavailable);
+  if (err instanceof AdmissionRejectedError) {
+    // The hint travels as response metadata (a header for Connect, a trailer for gRPC).
+    return new ConnectError(`${err.message}; retry after ${err.retryAfterMs} ms`, Code.ResourceExhausted, {
+      "retry-after-ms": String(err.retryAfterMs),
+      "retry-after": String(Math.max(1, Math.ceil(err.retryAfterMs / 1000))),
+    });
+  }
   if (err instanceof JobFailedError) return new ConnectError(err.message, jobStatusCodes[err.status] ?? Code.Internal);
   return new ConnectError("internal error", Code.Internal, undefined, undefined, err);
 }

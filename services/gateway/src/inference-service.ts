@@ -1,11 +1,25 @@
 import { randomUUID } from "node:crypto";
+import { context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { bytesToVectors, encodeEnvelope, vectorsToBytes, jobsTopic, type Catalog, type ServedLane } from "@shoal/common";
-import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
+import {
+  Attr,
+  bytesToVectors,
+  cancelTopic,
+  encodeCancel,
+  encodeEnvelope,
+  jobsTopic,
+  shoalTracer,
+  traceHeaders,
+  vectorsToBytes,
+  type Catalog,
+  type ServedLane,
+} from "@shoal/common";
+import { estimateTokens, type Admission } from "./admission.ts";
+import { laneName, servedLane, type LaneName } from "./lanes.ts";
 import { InferenceService, VectorEncoding, type EmbedResponse, EmbedResponseSchema } from "@shoal/gen/shoal/v1/inference_pb.ts";
-import { JobEnvelopeSchema, JobStatus, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
-import { JobFailedError, QueueUnavailableError } from "./errors.ts";
+import { JobCancelSchema, JobEnvelopeSchema, JobStatus, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
+import { AdmissionRejectedError, JobFailedError, QueueUnavailableError } from "./errors.ts";
 import { validateEmbed, type RequestLimits } from "./embed-request.ts";
 import type { JobProducer } from "./job-producer.ts";
 import type { PendingJobs } from "./pending-jobs.ts";
@@ -20,33 +34,88 @@ export interface InferenceDeps {
   readonly maxTimeoutMs: number;
   /** False once the gateway drains: new calls get Unavailable, in-flight ones finish. */
   readonly isAccepting: () => boolean;
+  readonly admission: Admission;
+  /** Told the size of every admitted call (turns lane lag into tokens). */
+  readonly onAdmitted: (lane: LaneName, tokens: number) => void;
+  readonly onRejected: (lane: LaneName, reason: string) => void;
 }
 
-/** Resolves a request's lane; LANE_UNSPECIFIED becomes the interactive lane. */
-function servedLane(lane: Lane): ServedLane {
-  return lane === Lane.BATCH ? Lane.BATCH : Lane.INTERACTIVE;
+/** Where a job goes and what it costs. */
+interface JobPlan {
+  readonly pool: string;
+  readonly lane: ServedLane;
+  readonly tokens: number;
 }
 
 /**
- * Writes the job to Kafka and waits for its result. The call is registered before the record is
- * produced so no result can slip past; a produce failure unregisters it and surfaces Unavailable.
+ * Admits, writes the job to Kafka and waits for its result. The call is registered before the
+ * record is produced so no result can slip past; a produce failure unregisters it and surfaces
+ * Unavailable. A call that ends without its result (deadline, caller gone) sends a cancel so a
+ * worker that has not started the job skips it.
  */
 async function submit(
   deps: InferenceDeps,
   ctx: HandlerContext,
+  plan: JobPlan,
   build: (jobId: string, deadlineUnixMs: number, now: number) => { topic: string; value: Uint8Array },
 ): Promise<JobResult> {
   if (!deps.isAccepting()) throw new QueueUnavailableError("gateway is shutting down; retry on another replica");
+  const lane = laneName(plan.lane);
+  const ticket = deps.admission.tryAdmit(lane, plan.tokens);
+  if (!ticket.ok) {
+    deps.onRejected(lane, ticket.reason);
+    throw new AdmissionRejectedError(ticket.message, ticket.retryAfterMs);
+  }
+  deps.onAdmitted(lane, plan.tokens);
+  try {
+    return await enqueueAndWait(deps, ctx, plan, build);
+  } finally {
+    ticket.release();
+  }
+}
+
+async function enqueueAndWait(
+  deps: InferenceDeps,
+  ctx: HandlerContext,
+  plan: JobPlan,
+  build: (jobId: string, deadlineUnixMs: number, now: number) => { topic: string; value: Uint8Array },
+): Promise<JobResult> {
   const now = Date.now();
   const timeoutMs = Math.min(ctx.timeoutMs() ?? deps.defaultTimeoutMs, deps.maxTimeoutMs);
   const deadlineUnixMs = now + timeoutMs;
   const jobId = randomUUID();
   const result = deps.pending.register(jobId, deadlineUnixMs, ctx.signal, now);
   const { topic, value } = build(jobId, deadlineUnixMs, now);
-  deps.producer.send(topic, { key: jobId, value: Buffer.from(value.buffer, value.byteOffset, value.byteLength) }).catch(
-    (err: unknown) => deps.pending.fail(jobId, err),
+  const span = shoalTracer().startSpan(`send ${topic}`, {
+    kind: SpanKind.PRODUCER,
+    attributes: {
+      [Attr.MESSAGING_SYSTEM]: "kafka",
+      [Attr.MESSAGING_DESTINATION]: topic,
+      [Attr.MESSAGING_OPERATION_TYPE]: "send",
+      [Attr.MESSAGING_OPERATION_NAME]: "send",
+      [Attr.MESSAGING_MESSAGE_ID]: jobId,
+      [Attr.JOB_ID]: jobId,
+    },
+  });
+  const headers = traceHeaders(trace.setSpan(context.active(), span));
+  deps.producer.send(topic, { key: jobId, value: Buffer.from(value.buffer, value.byteOffset, value.byteLength), headers }).then(
+    () => span.end(),
+    (err: unknown) => {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+      span.end();
+      deps.pending.fail(jobId, err);
+    },
   );
-  const outcome = await result;
+  let outcome: JobResult;
+  try {
+    outcome = await result;
+  } catch (err) {
+    if (!(err instanceof QueueUnavailableError)) {
+      const cancel = encodeCancel(create(JobCancelSchema, { jobId, deadlineUnixMs: BigInt(deadlineUnixMs) }));
+      deps.producer.send(cancelTopic(plan.pool), { key: jobId, value: Buffer.from(cancel) }).catch(() => undefined);
+    }
+    throw err;
+  }
   if (outcome.status !== JobStatus.OK) throw new JobFailedError(outcome.status, outcome.message || JobStatus[outcome.status]);
   return outcome;
 }
@@ -67,7 +136,9 @@ export function createInferenceService(deps: InferenceDeps): ServiceImpl<typeof 
       const started = performance.now();
       const model = validateEmbed(req, deps.catalog.models, deps.limits);
       const lane = servedLane(req.lane);
-      const result = await submit(deps, ctx, (jobId, deadlineUnixMs, now) => ({
+      const truncate = req.options?.truncate ?? false;
+      const plan = { pool: model.pool, lane, tokens: estimateTokens(req.inputs, model.spec.maxSequenceLength, truncate) };
+      const result = await submit(deps, ctx, plan, (jobId, deadlineUnixMs, now) => ({
         topic: jobsTopic(model.pool, lane),
         value: encodeEnvelope(
           create(JobEnvelopeSchema, {
@@ -83,7 +154,7 @@ export function createInferenceService(deps: InferenceDeps): ServiceImpl<typeof 
               value: {
                 inputs: req.inputs,
                 normalize: req.options?.normalize ?? model.spec.normalize,
-                truncate: req.options?.truncate ?? false,
+                truncate,
               },
             },
           }),

@@ -1,9 +1,11 @@
-import { createLogger } from "@shoal/common";
+import { createLogger, startTracing } from "@shoal/common";
 import { createGatewayApp } from "./app.ts";
 import { loadGatewayConfig } from "./config.ts";
 
 const logger = createLogger("shoal-gateway");
-const app = createGatewayApp(loadGatewayConfig(), logger);
+const config = loadGatewayConfig();
+const tracing = startTracing("shoal-gateway", config.instanceId);
+const app = createGatewayApp(config, logger);
 const FORCE_EXIT_MS = 30_000;
 
 for (const signal of ["SIGTERM", "SIGINT"] as const) {
@@ -11,7 +13,7 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
     logger.info({ signal }, "stopping");
     setTimeout(() => process.exit(1), FORCE_EXIT_MS).unref();
     app.stop().then(
-      () => process.exit(0),
+      () => tracing.shutdown().then(() => process.exit(0)),
       (err: unknown) => {
         logger.error({ err }, "stop failed");
         process.exit(1);

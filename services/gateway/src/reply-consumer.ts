@@ -1,5 +1,6 @@
-import type { Consumer, Kafka } from "kafkajs";
-import { decodeResult, RecordDecodeError, type Logger } from "@shoal/common";
+import type { Consumer, EachBatchPayload, Kafka } from "kafkajs";
+import { SpanKind, SpanStatusCode } from "@opentelemetry/api";
+import { Attr, contextFromHeaders, decodeResult, RecordDecodeError, shoalTracer, type Logger } from "@shoal/common";
 import type { JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import type { SettleOutcome } from "./pending-jobs.ts";
 
@@ -14,6 +15,8 @@ export interface ReplyConsumerOptions {
   readonly groupId: string;
   readonly onResult: (result: JobResult) => SettleOutcome;
   readonly joinTimeoutMs?: number;
+  /** Called with the number of results in a fetch that found no waiting call. */
+  readonly onDropped?: (count: number) => void;
 }
 
 /**
@@ -23,53 +26,98 @@ export interface ReplyConsumerOptions {
  */
 export function createReplyConsumer(kafka: Kafka, logger: Logger, opts: ReplyConsumerOptions): ReplyConsumer {
   const log = logger.child({ component: "reply-consumer" });
-  const consumer: Consumer = kafka.consumer({
-    groupId: opts.groupId,
-    sessionTimeout: 10_000,
-    heartbeatInterval: 1_000,
-    maxWaitTimeInMs: 500,
-    allowAutoTopicCreation: false,
-  });
+  let consumer: Consumer | undefined;
   let running = false;
+
+  async function eachBatch({ batch, heartbeat }: EachBatchPayload): Promise<void> {
+    let dropped = 0;
+    for (const message of batch.messages) {
+      // The worker's reply carries its trace context: the receipt joins the request's trace.
+      const span = shoalTracer().startSpan(
+        `process ${batch.topic}`,
+        {
+          kind: SpanKind.CONSUMER,
+          attributes: {
+            [Attr.MESSAGING_SYSTEM]: "kafka",
+            [Attr.MESSAGING_DESTINATION]: batch.topic,
+            [Attr.MESSAGING_OPERATION_TYPE]: "process",
+            [Attr.MESSAGING_OPERATION_NAME]: "process",
+            [Attr.MESSAGING_PARTITION]: String(batch.partition),
+            [Attr.MESSAGING_KAFKA_OFFSET]: Number(message.offset),
+          },
+        },
+        contextFromHeaders(message.headers),
+      );
+      try {
+        const result = decodeResult(message.value);
+        span.setAttribute(Attr.JOB_ID, result.jobId);
+        if (opts.onResult(result) === "unknown") dropped += 1;
+      } catch (err) {
+        if (!(err instanceof RecordDecodeError)) throw err;
+        span.setStatus({ code: SpanStatusCode.ERROR, message: err.message });
+        log.warn({ err, partition: batch.partition, offset: message.offset }, "skipping undecodable reply");
+      } finally {
+        span.end();
+      }
+    }
+    if (dropped > 0) {
+      opts.onDropped?.(dropped);
+      log.debug({ dropped }, "results with no waiting call dropped (late or duplicate)");
+    }
+    await heartbeat();
+  }
+
+  /** Creates a consumer, joins the group and reads; resolves on the first join. */
+  async function join(joinTimeoutMs: number): Promise<void> {
+    const c = kafka.consumer({
+      groupId: opts.groupId,
+      sessionTimeout: 10_000,
+      heartbeatInterval: 1_000,
+      maxWaitTimeInMs: 500,
+      allowAutoTopicCreation: false,
+    });
+    consumer = c;
+    let timer: NodeJS.Timeout | undefined;
+    const joined = new Promise<void>((resolve, reject) => {
+      timer = setTimeout(() => reject(new Error(`reply consumer did not join its group within ${joinTimeoutMs} ms`)), joinTimeoutMs);
+      c.on(c.events.GROUP_JOIN, () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+    // kafkajs stops for good after a long broker outage; replace the consumer so replies flow again.
+    c.on(c.events.CRASH, (e) => {
+      if (e.payload.restart || !running || consumer !== c) return;
+      log.error({ err: e.payload.error }, "reply consumer crashed for good; replacing it");
+      setTimeout(() => void replace(c), 1_000);
+    });
+    await c.connect();
+    // The topic was created by this replica just before: reading it from the start loses nothing.
+    await c.subscribe({ topic: opts.topic, fromBeginning: true });
+    await c.run({ eachBatchAutoResolve: true, eachBatch });
+    await joined;
+  }
+
+  async function replace(old: Consumer): Promise<void> {
+    if (!running || consumer !== old) return;
+    await old.disconnect().catch(() => undefined);
+    try {
+      await join(30_000);
+    } catch (err) {
+      log.warn({ err }, "reply consumer could not rejoin; retrying");
+      setTimeout(() => void replace(consumer ?? old), 1_000);
+    }
+  }
 
   return {
     async start() {
-      await consumer.connect();
-      // The topic was created by this replica just before: reading it from the start loses nothing.
-      await consumer.subscribe({ topic: opts.topic, fromBeginning: true });
-      const joined = new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(
-          () => reject(new Error(`reply consumer did not join its group within ${opts.joinTimeoutMs ?? 30_000} ms`)),
-          opts.joinTimeoutMs ?? 30_000,
-        );
-        consumer.on(consumer.events.GROUP_JOIN, () => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
       running = true;
-      await consumer.run({
-        eachBatchAutoResolve: true,
-        eachBatch: async ({ batch, heartbeat }) => {
-          let dropped = 0;
-          for (const message of batch.messages) {
-            try {
-              if (opts.onResult(decodeResult(message.value)) === "unknown") dropped += 1;
-            } catch (err) {
-              if (!(err instanceof RecordDecodeError)) throw err;
-              log.warn({ err, partition: batch.partition, offset: message.offset }, "skipping undecodable reply");
-            }
-          }
-          if (dropped > 0) log.debug({ dropped }, "results with no waiting call dropped (late or duplicate)");
-          await heartbeat();
-        },
-      });
-      await joined;
+      await join(opts.joinTimeoutMs ?? 30_000);
     },
     async stop() {
       if (!running) return;
       running = false;
-      await consumer.disconnect();
+      await consumer?.disconnect();
     },
   };
 }

@@ -12,10 +12,18 @@ export interface WorkerConfig {
   readonly executionProvider: "cpu" | "cuda";
   /** Inference threads per model (each runs one batch at a time). */
   readonly inferenceThreads: number;
+  /** Extra inference threads per model reserved for interactive batches while the batch lane runs. */
+  readonly interactiveThreads: number;
   /** ONNX Runtime intra-op threads per inference thread. */
   readonly intraOpThreads: number;
   /** Let idle ONNX Runtime threads spin: faster on a dedicated host, starves neighbours on a shared one. */
   readonly ortAllowSpinning: boolean;
+  /** Default batching policy; a catalog entry may override it per model. */
+  readonly batchPolicy: "token-budget" | "fixed-window";
+  /** Percent of each batch's token budget the batch lane is guaranteed when both lanes wait. */
+  readonly batchLaneSharePercent: number;
+  /** A batch-lane job that waited this long is served like an interactive one. */
+  readonly batchLaneAgingMs: number;
   readonly batchMaxTokens: number;
   readonly batchMaxItems: number;
   readonly batchMaxWaitMs: number;
@@ -26,6 +34,9 @@ export interface WorkerConfig {
   readonly heartbeatIntervalMs: number;
   /** On SIGTERM: how long in-flight batches may take before the worker exits anyway. */
   readonly drainGraceMs: number;
+  /** `/metrics`, `/healthz`, `/readyz` listen here (0: any free port, logged at start). */
+  readonly httpHost: string;
+  readonly httpPort: number;
 }
 
 /** Reads `SHOAL_*` and `KAFKA_*` variables; throws ConfigError listing every problem. */
@@ -45,9 +56,13 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     kafka: readKafkaSettings(r, `shoal-worker-${workerId}`),
     executionProvider: r.oneOf("SHOAL_EXECUTION_PROVIDER", ["cpu", "cuda"] as const, "cpu"),
     inferenceThreads: r.int("SHOAL_INFERENCE_THREADS", 1, { min: 1, max: 64 }),
+    interactiveThreads: r.int("SHOAL_INTERACTIVE_THREADS", 1, { min: 0, max: 16 }),
     intraOpThreads: r.int("SHOAL_INTRA_OP_THREADS", availableParallelism(), { min: 1, max: 256 }),
     ortAllowSpinning: r.bool("SHOAL_ORT_ALLOW_SPINNING", false),
-    batchMaxTokens: r.int("SHOAL_BATCH_MAX_TOKENS", 4_096, { min: 16 }),
+    batchPolicy: r.oneOf("SHOAL_BATCH_POLICY", ["token-budget", "fixed-window"] as const, "token-budget"),
+    batchLaneSharePercent: r.int("SHOAL_BATCH_LANE_SHARE_PERCENT", 25, { min: 0, max: 100 }),
+    batchLaneAgingMs: r.int("SHOAL_BATCH_LANE_AGING_MS", 2_000, { min: 0 }),
+    batchMaxTokens: r.int("SHOAL_BATCH_MAX_TOKENS", 2_048, { min: 16 }),
     batchMaxItems: r.int("SHOAL_BATCH_MAX_ITEMS", 128, { min: 1 }),
     batchMaxWaitMs: r.int("SHOAL_BATCH_MAX_WAIT_MS", 0, { min: 0 }),
     perCallOverheadTokens: r.int("SHOAL_PER_CALL_OVERHEAD_TOKENS", 64, { min: 0 }),
@@ -55,5 +70,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     sessionTimeoutMs,
     heartbeatIntervalMs,
     drainGraceMs: r.int("SHOAL_DRAIN_GRACE_MS", 20_000, { min: 0 }),
+    httpHost: r.string("SHOAL_HTTP_HOST", "127.0.0.1"),
+    httpPort: r.int("SHOAL_HTTP_PORT", 9464, { min: 0, max: 65535 }),
   });
 }

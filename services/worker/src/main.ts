@@ -1,9 +1,11 @@
-import { createLogger } from "@shoal/common";
+import { createLogger, startTracing } from "@shoal/common";
 import { createWorkerApp } from "./app.ts";
 import { loadWorkerConfig } from "./config.ts";
 
 const logger = createLogger("shoal-worker");
-const app = createWorkerApp(loadWorkerConfig(), logger);
+const config = loadWorkerConfig();
+const tracing = startTracing("shoal-worker", config.workerId);
+const app = createWorkerApp(config, logger);
 const FORCE_EXIT_MS = 45_000;
 
 for (const signal of ["SIGTERM", "SIGINT"] as const) {
@@ -11,7 +13,7 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
     logger.info({ signal }, "stopping");
     setTimeout(() => process.exit(1), FORCE_EXIT_MS).unref();
     app.stop().then(
-      () => process.exit(0),
+      () => tracing.shutdown().then(() => process.exit(0)),
       (err: unknown) => {
         logger.error({ err }, "stop failed");
         process.exit(1);

@@ -1,22 +1,23 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { Batcher, type BatchItem, type CloseReason } from "./batcher.ts";
+import { Batcher, defaultBatcherOptions, type BatcherOptions, type BatchItem, type CloseReason, type LaneName } from "./batcher.ts";
 import { ManualClock } from "./manual-clock.ts";
 
 interface Item extends BatchItem {
   readonly name: string;
 }
 
-function setup(opts: Partial<{ maxBatchTokens: number; maxBatchItems: number; maxWaitMs: number; concurrency: number }> = {}) {
+function setup(opts: Partial<BatcherOptions> = {}) {
   const clock = new ManualClock();
   const batches: { names: string[]; reason: CloseReason; finish: () => void }[] = [];
   const batcher = new Batcher<Item>(
-    { maxBatchTokens: 100, maxBatchItems: 8, maxWaitMs: 5, concurrency: 1, ...opts },
+    { ...defaultBatcherOptions, maxBatchTokens: 100, maxBatchItems: 8, maxWaitMs: 5, concurrency: 1, ...opts },
     clock,
     (items, reason) =>
       new Promise<void>((resolve) => batches.push({ names: items.map((i) => i.name), reason, finish: resolve })),
   );
-  const push = (name: string, tokens: number): void => batcher.push({ name, tokens, enqueuedAtMs: clock.now() });
+  const push = (name: string, tokens: number, lane: LaneName = "interactive", deadlineMs = Infinity): void =>
+    batcher.push({ name, tokens, enqueuedAtMs: clock.now(), lane, deadlineMs });
   return { clock, batches, batcher, push };
 }
 
@@ -112,14 +113,112 @@ describe("Batcher (injected clock)", () => {
   test("a failing run does not stall the batcher", async () => {
     const clock = new ManualClock();
     const seen: string[][] = [];
-    const batcher = new Batcher<Item>({ maxBatchTokens: 100, maxBatchItems: 1, maxWaitMs: 0, concurrency: 1 }, clock, async (items) => {
+    const opts = { ...defaultBatcherOptions, maxBatchTokens: 100, maxBatchItems: 1, maxWaitMs: 0 };
+    const batcher = new Batcher<Item>(opts, clock, async (items) => {
       seen.push(items.map((i) => i.name));
       throw new Error("boom");
     });
-    batcher.push({ name: "a", tokens: 1, enqueuedAtMs: 0 });
-    batcher.push({ name: "b", tokens: 1, enqueuedAtMs: 0 });
+    batcher.push({ name: "a", tokens: 1, enqueuedAtMs: 0, lane: "interactive", deadlineMs: Infinity });
+    batcher.push({ name: "b", tokens: 1, enqueuedAtMs: 0, lane: "interactive", deadlineMs: Infinity });
     await tick();
     await tick();
     assert.deepEqual(seen, [["a"], ["b"]]);
+  });
+
+  test("interactive first; the batch lane keeps its guaranteed share of every batch", async () => {
+    const { clock, batches, batcher } = setup({ maxBatchTokens: 100, maxBatchItems: 100, batchLaneShare: 0.25 });
+    const item = (name: string, lane: LaneName): Item => ({ name, tokens: 10, enqueuedAtMs: clock.now(), lane, deadlineMs: Infinity });
+    batcher.push(
+      ...Array.from({ length: 5 }, (_, i) => item(`b${i}`, "batch")),
+      ...Array.from({ length: 10 }, (_, i) => item(`i${i}`, "interactive")),
+    );
+    const first = batches[0]!.names;
+    assert.equal(first.filter((n) => n.startsWith("i")).length, 7, "interactive fills the budget minus the reserve");
+    assert.equal(first.filter((n) => n.startsWith("b")).length, 3, "the batch lane gets the reserved quarter");
+    assert.deepEqual(first.slice(0, 7), ["i0", "i1", "i2", "i3", "i4", "i5", "i6"]);
+  });
+
+  test("with only the batch lane waiting, it gets the whole budget", async () => {
+    const { clock, batches, push } = setup({ maxBatchTokens: 100, maxBatchItems: 100 });
+    for (let i = 0; i < 12; i++) push(`b${i}`, 10, "batch");
+    await tick();
+    clock.advance(5);
+    assert.equal(batches[0]!.names.length, 10);
+  });
+
+  test("a batch-lane item that waited past the aging limit is served like an interactive one (no starvation)", async () => {
+    const { clock, batches, push } = setup({ maxBatchTokens: 100, maxBatchItems: 100, batchLaneShare: 0.1, batchLaneAgingMs: 50 });
+    push("old-batch", 40, "batch"); // larger than the 10-token reserve: only aging can serve it
+    clock.advance(60);
+    for (let i = 0; i < 10; i++) push(`i${i}`, 10, "interactive");
+    await tick();
+    assert.ok(batches[0]!.names.includes("old-batch"), `aged item served: ${batches[0]!.names.join(",")}`);
+  });
+
+  test("closes early when waiting longer would break the tightest deadline (learned run cost)", async () => {
+    const { clock, batches, push } = setup({ maxWaitMs: 1_000, maxBatchTokens: 1_000 });
+    // Teach the batcher a run cost: 10 tokens took 20 ms -> 2 ms per token.
+    push("warm", 10);
+    await tick();
+    clock.advance(1_000);
+    clock.advance(20);
+    batches[0]!.finish();
+    await tick();
+    clock.advance(100); // past the drain window
+    push("due", 10, "interactive", clock.now() + 50); // 50 ms left, ~20 ms to run
+    await tick();
+    clock.advance(29);
+    assert.equal(batches.length, 1, "still waiting for company");
+    clock.advance(2);
+    assert.equal(batches.length, 2);
+    assert.equal(batches[1]!.reason, "deadline");
+  });
+
+  test("fixed-window: ignores the token budget and the drain, closes on count or wait", async () => {
+    const { clock, batches, push } = setup({ policy: "fixed-window", maxBatchTokens: 10, maxBatchItems: 4, maxWaitMs: 5 });
+    push("a", 100);
+    push("b", 100);
+    await tick();
+    assert.equal(batches.length, 0, "no token budget close");
+    clock.advance(5);
+    assert.deepEqual(batches[0]!.names, ["a", "b"]);
+    assert.equal(batches[0]!.reason, "max-wait");
+    for (const n of ["c", "d", "e", "f"]) push(n, 1);
+    batches[0]!.finish();
+    await tick();
+    assert.deepEqual(batches[1]!.names, ["c", "d", "e", "f"]);
+    assert.equal(batches[1]!.reason, "full");
+  });
+
+  test("an aged batch-lane backlog does not push interactive work behind it", async () => {
+    const { clock, batches, batcher } = setup({ maxBatchTokens: 100, maxBatchItems: 100, batchLaneShare: 0.2, batchLaneAgingMs: 50 });
+    const item = (name: string, lane: LaneName, tokens: number): Item => ({ name, tokens, enqueuedAtMs: clock.now(), lane, deadlineMs: Infinity });
+    batcher.push(...Array.from({ length: 30 }, (_, i) => item(`b${i}`, "batch", 10)));
+    batches[0]!.finish(); // the first batch ran while the rest of the backlog aged
+    clock.advance(100);
+    batcher.push(item("q1", "interactive", 10), item("q2", "interactive", 10));
+    await tick();
+    await tick();
+    const second = batches[1]!.names;
+    assert.deepEqual(second.slice(0, 2), ["q1", "q2"], `interactive first: ${second.join(",")}`);
+    assert.equal(second.filter((n) => n.startsWith("b")).length, 8, "the backlog fills the rest, not more");
+  });
+
+  test("a slot reserved for the interactive lane: interactive work starts while a batch-lane run is in progress", async () => {
+    const { clock, batches, push } = setup({ maxBatchTokens: 100, maxBatchItems: 100, interactiveSlots: 1, maxWaitMs: 0 });
+    for (let i = 0; i < 10; i++) push(`b${i}`, 10, "batch");
+    await tick();
+    assert.equal(batches.length, 1, "the general slot runs the batch lane");
+    for (let i = 0; i < 5; i++) push(`b${10 + i}`, 10, "batch");
+    await tick();
+    clock.advance(10);
+    assert.equal(batches.length, 1, "batch-lane work never takes the reserved slot");
+    push("q", 10, "interactive");
+    await tick();
+    assert.equal(batches.length, 2);
+    assert.deepEqual(batches[1]!.names, ["q"], "interactive-only batch in the reserved slot");
+    push("r", 10, "interactive");
+    await tick();
+    assert.equal(batches.length, 2, "the reserved slot is one batch deep");
   });
 });

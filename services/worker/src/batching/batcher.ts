@@ -1,38 +1,80 @@
 import type { Clock } from "./clock.ts";
 
-/** Something to batch: its cost in tokens and when it reached the batcher. */
+/** Scheduling lane of an item (separate Kafka topics upstream). */
+export type LaneName = "interactive" | "batch";
+
+/** Something to batch: its cost in tokens, its lane, when it arrived and when it is due. */
 export interface BatchItem {
   readonly tokens: number;
   readonly enqueuedAtMs: number;
+  readonly lane: LaneName;
+  /** Clock time after which the item is useless (Infinity: none). */
+  readonly deadlineMs: number;
 }
 
+/**
+ * - `token-budget` (default): close on the token budget, the item cap, max wait, an early
+ *   deadline, or at once for items that waited through a forward pass; the runner sorts by
+ *   length and splits to limit padding.
+ * - `fixed-window`: close on the item cap or max wait only, one padded call (the classic dynamic
+ *   batcher, kept for comparison).
+ */
+export type BatchPolicy = "token-budget" | "fixed-window";
+
 export interface BatcherOptions {
-  /** A batch closes when the next item would take it past this many tokens. */
+  readonly policy: BatchPolicy;
+  /** A batch closes when the next item would take it past this many tokens (token-budget). */
   readonly maxBatchTokens: number;
   readonly maxBatchItems: number;
   /** Longest an item waits for company when the runtime is idle. */
   readonly maxWaitMs: number;
-  /** Batches that may run at once (inference threads serving the model). */
+  /** Batches of any lane that may run at once (inference threads serving the model). */
   readonly concurrency: number;
+  /**
+   * Further batches of interactive items only that may start while a batch-lane batch runs
+   * (threads reserved for the interactive lane): an interactive request never waits for a
+   * batch-lane forward pass.
+   */
+  readonly interactiveSlots: number;
+  /** Share of a batch's token budget the batch lane is guaranteed when both lanes wait. */
+  readonly batchLaneShare: number;
+  /** A batch-lane item that waited this long is served like an interactive one (aging). */
+  readonly batchLaneAgingMs: number;
 }
 
+export const defaultBatcherOptions: BatcherOptions = {
+  policy: "token-budget",
+  maxBatchTokens: 4_096,
+  maxBatchItems: 128,
+  maxWaitMs: 0,
+  concurrency: 1,
+  interactiveSlots: 0,
+  batchLaneShare: 0.25,
+  batchLaneAgingMs: 2_000,
+};
+
 /** Why a batch closed (for metrics and tests). */
-export type CloseReason = "full" | "max-wait" | "drain";
+export type CloseReason = "full" | "max-wait" | "drain" | "deadline";
 
 /**
- * Token-budget batcher. A batch closes when it is full (tokens or items), when its oldest item
- * has waited `maxWaitMs`, or at once when its items arrived while an earlier batch was running
- * ("continuous drain": they already waited through a forward pass). Items are taken in arrival
- * order; the runner sorts them by length to limit padding.
+ * One model's batcher: two lanes, interactive served first, the batch lane guaranteed a share of
+ * every batch and promoted when it waited too long, so neither starves. Time comes from an
+ * injected clock; the cost of a run is learned (ms per token) to close a batch early when waiting
+ * longer would make its tightest member miss its deadline.
  */
 export class Batcher<T extends BatchItem> {
-  private pending: T[] = [];
+  private interactive: T[] = [];
+  private batch: T[] = [];
   private pendingTokens = 0;
   private running = 0;
+  /** Running batches that hold batch-lane items. */
+  private runningBatchLane = 0;
   private lastRunEndedAtMs = Number.NEGATIVE_INFINITY;
   private cancelTimer: (() => void) | undefined;
   private idleWaiters: Array<() => void> = [];
   private pumpScheduled = false;
+  /** Learned run cost, ms per token (EWMA); 0 until the first run. */
+  private msPerToken = 0;
 
   constructor(
     private readonly opts: BatcherOptions,
@@ -41,7 +83,7 @@ export class Batcher<T extends BatchItem> {
   ) {}
 
   get size(): { items: number; tokens: number; running: number } {
-    return { items: this.pending.length, tokens: this.pendingTokens, running: this.running };
+    return { items: this.interactive.length + this.batch.length, tokens: this.pendingTokens, running: this.running };
   }
 
   /**
@@ -51,7 +93,7 @@ export class Batcher<T extends BatchItem> {
    */
   push(...items: T[]): void {
     for (const item of items) {
-      this.pending.push(item);
+      (item.lane === "batch" ? this.batch : this.interactive).push(item);
       this.pendingTokens += item.tokens;
     }
     if (this.closeReason() === "full") this.pump();
@@ -66,62 +108,123 @@ export class Batcher<T extends BatchItem> {
 
   /** Resolves when nothing is pending or running. */
   idle(): Promise<void> {
-    if (this.pending.length === 0 && this.running === 0) return Promise.resolve();
+    if (this.size.items === 0 && this.running === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
+  private oldestEnqueuedAt(): number {
+    return Math.min(this.interactive[0]?.enqueuedAtMs ?? Infinity, this.batch[0]?.enqueuedAtMs ?? Infinity);
+  }
+
+  /** When the tightest deadline forces the batch to start, given what running it should take. */
+  private deadlineDueAt(): number {
+    let tightest = Infinity;
+    for (const item of this.interactive) tightest = Math.min(tightest, item.deadlineMs);
+    for (const item of this.batch) tightest = Math.min(tightest, item.deadlineMs);
+    const estimatedRunMs = this.msPerToken * Math.min(this.pendingTokens, this.opts.maxBatchTokens);
+    return tightest - estimatedRunMs;
+  }
+
   private closeReason(): CloseReason | undefined {
-    const oldest = this.pending[0];
-    if (!oldest) return undefined;
-    if (this.pendingTokens >= this.opts.maxBatchTokens || this.pending.length >= this.opts.maxBatchItems) return "full";
-    if (oldest.enqueuedAtMs <= this.lastRunEndedAtMs) return "drain";
-    if (this.clock.now() - oldest.enqueuedAtMs >= this.opts.maxWaitMs) return "max-wait";
+    const count = this.size.items;
+    if (count === 0) return undefined;
+    const oldest = this.oldestEnqueuedAt();
+    const now = this.clock.now();
+    if (count >= this.opts.maxBatchItems) return "full";
+    if (this.opts.policy === "fixed-window") return now - oldest >= this.opts.maxWaitMs ? "max-wait" : undefined;
+    if (this.pendingTokens >= this.opts.maxBatchTokens) return "full";
+    if (oldest <= this.lastRunEndedAtMs) return "drain";
+    if (now - oldest >= this.opts.maxWaitMs) return "max-wait";
+    if (this.deadlineDueAt() <= now) return "deadline";
     return undefined;
   }
 
   private pump(): void {
-    while (this.running < this.opts.concurrency && this.pending.length > 0) {
+    while (this.size.items > 0) {
+      const general = this.running < this.opts.concurrency;
+      // The reserved slots exist so interactive work never waits behind the batch lane; they do
+      // not run interactive batches side by side (that only splits the same cores).
+      const reserved =
+        !general &&
+        this.runningBatchLane > 0 &&
+        this.running < this.opts.concurrency + this.opts.interactiveSlots &&
+        this.interactive.length > 0;
+      if (!general && !reserved) return;
       const reason = this.closeReason();
       if (!reason) return this.armTimer();
-      this.dispatch(this.take(), reason);
+      this.dispatch(this.take(reserved), reason);
     }
   }
 
   private armTimer(): void {
-    const oldest = this.pending[0];
-    if (!oldest || this.cancelTimer) return;
-    const dueIn = Math.max(0, oldest.enqueuedAtMs + this.opts.maxWaitMs - this.clock.now());
+    if (this.cancelTimer || this.size.items === 0) return;
+    let due = this.oldestEnqueuedAt() + this.opts.maxWaitMs;
+    if (this.opts.policy === "token-budget") due = Math.min(due, this.deadlineDueAt());
     this.cancelTimer = this.clock.setTimer(() => {
       this.cancelTimer = undefined;
       this.pump();
-    }, dueIn);
+    }, Math.max(0, due - this.clock.now()));
   }
 
-  /** Takes items in arrival order up to the token and item budgets (at least one). */
-  private take(): T[] {
+  /**
+   * Interactive items first, up to the budget minus the batch lane's guaranteed share (when the
+   * batch lane waits), then batch-lane items, then interactive again if room is left. A batch-lane
+   * head that waited past the aging limit is taken even when it does not fit the share: at most
+   * one such item per batch, so the batch lane always progresses and interactive never waits
+   * behind more than one batch.
+   */
+  private take(interactiveOnly = false): T[] {
     this.cancelTimer?.();
     this.cancelTimer = undefined;
+    const budget = this.opts.policy === "fixed-window" ? Infinity : this.opts.maxBatchTokens;
+    const taken: T[] = [];
     let tokens = 0;
-    let count = 0;
-    for (const item of this.pending) {
-      if (count > 0 && (tokens + item.tokens > this.opts.maxBatchTokens || count >= this.opts.maxBatchItems)) break;
-      tokens += item.tokens;
-      count += 1;
+    const fill = (queue: T[], limit: number, forceFirst = false): void => {
+      let n = 0;
+      for (const item of queue) {
+        if (taken.length >= this.opts.maxBatchItems) break;
+        const forced = forceFirst && n === 0;
+        if (!forced && taken.length > 0 && tokens + item.tokens > limit) break;
+        taken.push(item);
+        tokens += item.tokens;
+        n += 1;
+      }
+      queue.splice(0, n);
+    };
+    if (interactiveOnly) {
+      fill(this.interactive, budget);
+      this.pendingTokens -= tokens;
+      return taken;
     }
-    const batch = this.pending.splice(0, count);
+    const head = this.batch[0];
+    const reserve = head ? budget * this.opts.batchLaneShare : 0;
+    const aged = head !== undefined && this.clock.now() - head.enqueuedAtMs >= this.opts.batchLaneAgingMs;
+    fill(this.interactive, budget - Math.max(reserve, aged ? Math.min(head.tokens, budget) : 0));
+    fill(this.batch, budget, aged);
+    fill(this.interactive, budget);
     this.pendingTokens -= tokens;
-    return batch;
+    return taken;
   }
 
   private dispatch(batch: T[], reason: CloseReason): void {
     this.running += 1;
+    const batchLane = batch.some((i) => i.lane === "batch");
+    if (batchLane) this.runningBatchLane += 1;
+    const started = this.clock.now();
+    const tokens = batch.reduce((n, i) => n + i.tokens, 0);
     this.run(batch, reason)
       .catch(() => undefined) // the runner answers its own failures; never let one stall the loop
       .finally(() => {
         this.running -= 1;
-        this.lastRunEndedAtMs = this.clock.now();
+        if (batchLane) this.runningBatchLane -= 1;
+        const ended = this.clock.now();
+        if (tokens > 0 && ended > started) {
+          const sample = (ended - started) / tokens;
+          this.msPerToken = this.msPerToken === 0 ? sample : 0.8 * this.msPerToken + 0.2 * sample;
+        }
+        this.lastRunEndedAtMs = ended;
         this.pump();
-        if (this.pending.length === 0 && this.running === 0) {
+        if (this.size.items === 0 && this.running === 0) {
           const waiters = this.idleWaiters;
           this.idleWaiters = [];
           for (const w of waiters) w();

@@ -10,7 +10,7 @@ export interface ResultSink {
    * then; it rejects only when the sink is stopping, in which case the job's offset is left
    * uncommitted and the job is redelivered (never lost).
    */
-  send(topic: string, partition: number, result: JobResult): Promise<void>;
+  send(topic: string, partition: number, result: JobResult, headers?: Record<string, string>): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -21,12 +21,12 @@ export function createResultSink(kafka: Kafka, logger: Logger, workerId: string)
 
   return {
     start: () => producer.connect(),
-    async send(topic, partition, result) {
+    async send(topic, partition, result, headers) {
       result.workerId = workerId;
       const value = Buffer.from(encodeResult(result));
       for (let attempt = 1; ; attempt++) {
         try {
-          return await producer.send(topic, { key: result.jobId, value, partition });
+          return await producer.send(topic, { key: result.jobId, value, partition, ...(headers ? { headers } : {}) });
         } catch (err) {
           if (stopping || err instanceof ProducerClosedError) throw err;
           // A reply topic is deleted when its gateway stops: nobody waits for this result.

@@ -7,9 +7,10 @@ import {
   type JobEnvelope,
   type JobResult,
 } from "@shoal/gen/shoal/v1/job_pb.ts";
-import type { BatchItem } from "../batching/batcher.ts";
+import type { BatchItem, LaneName } from "../batching/batcher.ts";
 import type { EncodedText } from "../runtime/text-tokenizer.ts";
 import { l2normalize } from "../runtime/l2-normalize.ts";
+import type { JobTrace } from "../telemetry/job-trace.ts";
 
 /** One text of an embed job, as the batcher sees it. */
 export interface EmbedItem extends BatchItem {
@@ -46,12 +47,13 @@ export class EmbedJob {
     private readonly encoded: readonly EncodedText[],
     readonly dimensions: number,
     private readonly tokenizeMs: number,
-    enqueuedAtMs: number,
+    schedule: { enqueuedAtMs: number; lane: LaneName; deadlineMs: number },
+    readonly trace: JobTrace,
     private readonly onFinish: (result: JobResult) => void,
   ) {
     this.vectors = new Float32Array(encoded.length * dimensions);
     this.remaining = encoded.length;
-    this.items = encoded.map((e, index) => ({ job: this, index, ids: e.ids, tokens: e.tokenCount, enqueuedAtMs }));
+    this.items = encoded.map((e, index) => ({ job: this, index, ids: e.ids, tokens: e.tokenCount, ...schedule }));
   }
 
   get id(): string {

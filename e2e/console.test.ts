@@ -1,0 +1,186 @@
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { startCluster, type TestCluster } from "./harness/cluster.ts";
+import { clientsFor } from "./harness/clients.ts";
+import { REPO_ROOT } from "./harness/service-process.ts";
+
+const CHROMIUM = process.env["SHOAL_CHROMIUM"] ?? "/usr/bin/chromium";
+const ARTIFACTS = resolve(REPO_ROOT, "e2e/artifacts");
+const TEXTS = ["A cat sleeps on the warm windowsill.", "A kitten naps in the afternoon sun.", "Quarterly revenue grew by twelve percent.", "The stock market closed higher today."];
+
+/** Debian's chromium under playwright-core: headless, sandbox off (root in CI), nothing phoning home. */
+async function launchBrowser(userDataDir: string): Promise<BrowserContext> {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`${CHROMIUM} not found: the browser tests need Debian's chromium. Run the setup: apt-get install -y chromium (as .ci/run does), or set SHOAL_CHROMIUM.`);
+  }
+  return chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1280, height: 900 },
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--disable-dev-shm-usage",
+    ],
+  });
+}
+
+/** A page from another origin (its own port) that calls the gateway with fetch + Connect JSON. */
+function crossOriginPage(gateway: string, model: string): string {
+  return `<!doctype html><meta charset="utf-8"><title>other origin</title><pre id="result">pending</pre>
+<script type="module">
+  const out = document.getElementById("result");
+  try {
+    const headers = { "content-type": "application/json", "connect-protocol-version": "1",
+      traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" };
+    const list = await fetch(${JSON.stringify(gateway)} + "/shoal.v1.ModelService/ListModels", { method: "POST", headers, body: "{}" });
+    const models = (await list.json()).models.map((m) => m.id);
+    const embed = await fetch(${JSON.stringify(gateway)} + "/shoal.v1.InferenceService/Embed", {
+      method: "POST", headers, body: JSON.stringify({ model: ${JSON.stringify(model)}, inputs: ["from another origin"] }) });
+    const dims = (await embed.json()).embeddings[0].values.length;
+    out.textContent = JSON.stringify({ models, dims, totalMs: embed.headers.get("shoal-total-ms") });
+  } catch (err) {
+    out.textContent = "error: " + err;
+  }
+</script>`;
+}
+
+describe("web console and browser access (real Chromium, real stack)", () => {
+  let cluster: TestCluster;
+  let base: string;
+  let model: string;
+  let dims: number;
+  let context: BrowserContext;
+  let profile: string;
+  let other: http.Server | undefined;
+  before(async () => {
+    profile = await mkdtemp(join(tmpdir(), "shoal-chromium-"));
+    context = await launchBrowser(profile);
+    cluster = await startCluster();
+    base = cluster.urls[0]!;
+    model = cluster.modelIds[0]!;
+    dims = (await clientsFor(base, "connect").models.getModel({ id: model })).model!.dimensions;
+  });
+  after(async () => {
+    await context?.close();
+    other?.closeAllConnections();
+    other?.close();
+    await cluster?.stop();
+    if (profile) await rm(profile, { recursive: true, force: true });
+  });
+
+  test("/console/ lists the models, runs Embed over Connect-Web and draws the n x n similarity matrix", async () => {
+    const page: Page = await context.newPage();
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    page.on("console", (m) => (m.type() === "error" ? errors.push(m.text()) : undefined));
+    const res = await page.goto(`${base}/console/`);
+    assert.equal(res?.status(), 200);
+    await page.locator(`#models-table tbody tr[data-model="${model}"]`).waitFor({ timeout: 15_000 });
+    assert.equal(await page.locator('[data-field="gateway"] .value').textContent(), "reachable");
+    assert.equal(await page.locator("#embed-model").inputValue(), model);
+
+    await page.locator("#embed-texts").fill(TEXTS.join("\n"));
+    await page.locator("#embed-button").click();
+    await page.locator("#matrix td.cell").nth(TEXTS.length ** 2 - 1).waitFor({ timeout: 30_000 });
+    assert.equal(await page.locator("#matrix td.cell").count(), TEXTS.length ** 2);
+    assert.equal(await page.locator("#matrix").getAttribute("data-size"), String(TEXTS.length));
+    assert.equal(await page.locator("#embed-dims").textContent(), String(dims));
+    const diagonal = await page.locator("#matrix tbody tr").evaluateAll((rows) => rows.map((r, i) => r.querySelectorAll("td")[i]?.textContent));
+    assert.deepEqual(diagonal, TEXTS.map(() => "1.00"));
+    const colours = await page.locator("#matrix td.cell").evaluateAll((cells) => new Set(cells.map((c) => c.getAttribute("style"))).size);
+    assert.ok(colours > 1, "cells are coloured by similarity");
+    // The gateway's timing headers reached the page (same origin) and the glance panel.
+    assert.notEqual(await page.locator('[data-field="last-embed"] .value').textContent(), "—");
+    assert.match((await page.locator('[data-field="worker"] .value').textContent()) ?? "", new RegExp(cluster.pool));
+
+    await mkdir(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, "console.png"), fullPage: true });
+    assert.deepEqual(errors, []);
+    await page.close();
+  });
+
+  test("console files: redirect to /console/, content types, long cache for hashed assets, 404", async () => {
+    const redirect = await fetch(`${base}/console`, { redirect: "manual" });
+    assert.equal(redirect.status, 301);
+    assert.equal(redirect.headers.get("location"), "/console/");
+    const index = await fetch(`${base}/console/`);
+    assert.match(index.headers.get("content-type") ?? "", /^text\/html/);
+    const html = await index.text();
+    const script = /src="(\/console\/assets\/[^"]+\.js)"/.exec(html)?.[1];
+    assert.ok(script, "index.html references a hashed script");
+    const js = await fetch(`${base}${script}`);
+    assert.match(js.headers.get("content-type") ?? "", /^text\/javascript/);
+    assert.match(js.headers.get("cache-control") ?? "", /immutable/);
+    assert.equal((await fetch(`${base}/console/nope.js`)).status, 404);
+    assert.equal((await fetch(`${base}/console/..%2f..%2fpackage.json`)).status, 404);
+  });
+
+  test("CORS preflight from another origin gets the Access-Control-* headers (Connect route and /v1/embeddings)", async () => {
+    const origin = "http://127.0.0.1:1";
+    const preflight = await fetch(`${base}/shoal.v1.ModelService/ListModels`, {
+      method: "OPTIONS",
+      headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "content-type,connect-protocol-version,traceparent" },
+    });
+    assert.equal(preflight.status, 204);
+    assert.equal(preflight.headers.get("access-control-allow-origin"), "*");
+    assert.match(preflight.headers.get("access-control-allow-methods") ?? "", /POST/);
+    const allowed = (preflight.headers.get("access-control-allow-headers") ?? "").split(/,\s*/);
+    for (const h of ["content-type", "connect-protocol-version", "connect-timeout-ms", "traceparent", "tracestate", "authorization", "x-grpc-web"]) {
+      assert.ok(allowed.includes(h), `${h} allowed`);
+    }
+    assert.ok(Number(preflight.headers.get("access-control-max-age")) > 0);
+
+    const openai = await fetch(`${base}/v1/embeddings`, {
+      method: "OPTIONS",
+      headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "authorization,content-type,x-stainless-os" },
+    });
+    assert.equal(openai.status, 204);
+    assert.match(openai.headers.get("access-control-allow-headers") ?? "", /x-stainless-os/);
+
+    const call = await fetch(`${base}/shoal.v1.InferenceService/Embed`, {
+      method: "POST",
+      headers: { origin, "content-type": "application/json" },
+      body: JSON.stringify({ model, inputs: ["cors"] }),
+    });
+    assert.equal(call.status, 200);
+    assert.equal(call.headers.get("access-control-allow-origin"), "*");
+    const exposed = (call.headers.get("access-control-expose-headers") ?? "").split(/,\s*/);
+    for (const h of ["shoal-queue-ms", "shoal-tokenize-ms", "shoal-inference-ms", "shoal-total-ms", "grpc-status", "grpc-message", "retry-after-ms"]) {
+      assert.ok(exposed.includes(h), `${h} exposed`);
+    }
+  });
+
+  test("a page served from a different local origin calls ListModels and Embed with fetch + Connect JSON", async () => {
+    other = http.createServer((_req, res) => {
+      res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+      res.end(crossOriginPage(base, model));
+    });
+    await new Promise<void>((r) => other!.listen(0, "127.0.0.1", r));
+    const pageUrl = `http://127.0.0.1:${(other.address() as AddressInfo).port}/`;
+    assert.notEqual(new URL(pageUrl).origin, new URL(base).origin);
+    const page = await context.newPage();
+    await page.goto(pageUrl);
+    await page.locator("#result").filter({ hasNotText: "pending" }).waitFor({ timeout: 20_000 });
+    const text = (await page.locator("#result").textContent()) ?? "";
+    assert.doesNotMatch(text, /^error/, text);
+    const result = JSON.parse(text) as { models: string[]; dims: number; totalMs: string | null };
+    assert.deepEqual(result.models, [model]);
+    assert.equal(result.dims, dims);
+    assert.ok(Number(result.totalMs) > 0, "the exposed shoal-total-ms header is readable cross-origin");
+    await page.close();
+  });
+});

@@ -1,0 +1,77 @@
+import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { ensureModel } from "@shoal/models";
+import { CatalogError, loadCatalog } from "./catalog.ts";
+
+describe("model catalog", () => {
+  let dir: string;
+  let tiny: string;
+  before(async () => {
+    tiny = await ensureModel("tiny");
+    dir = await mkdtemp(join(tmpdir(), "shoal-catalog-"));
+  });
+  after(() => rm(dir, { recursive: true, force: true }));
+
+  async function write(text: string): Promise<string> {
+    const path = join(dir, `c${Math.random().toString(36).slice(2)}.yaml`);
+    await writeFile(path, text);
+    return path;
+  }
+
+  test("a valid catalog: env expansion, pools, id override, batching overrides", async () => {
+    const path = await write(
+      `pools:\n  gpu: { partitions: 3 }\nmodels:\n  - path: \${TINY_DIR}\n    pool: gpu\n    id: my-model\n    batching: { policy: fixed-window, maxBatchItems: 16 }\n`,
+    );
+    const catalog = await loadCatalog(path, { TINY_DIR: tiny });
+    assert.equal(catalog.pools.get("gpu")?.partitions, 3);
+    const m = catalog.models.get("my-model");
+    assert.ok(m);
+    assert.equal(m.pool, "gpu");
+    assert.equal(m.spec.task, "embed");
+    assert.deepEqual(m.batching, { policy: "fixed-window", maxBatchItems: 16 });
+  });
+
+  test("every problem at once, each naming the file, the model and the field", async () => {
+    const path = await write(
+      [
+        "pools:",
+        "  default: { partitions: 0 }",
+        "models:",
+        `  - path: ${JSON.stringify(tiny)}`,
+        "    pool: nowhere",
+        "    batching: { policy: fastest, maxWaitMs: -1, colour: red }",
+        "  - path: /does/not/exist",
+        `  - path: ${JSON.stringify(tiny)}`,
+        `  - path: ${JSON.stringify(tiny)}`,
+        "  - path: ${UNSET_VARIABLE_FOR_TEST}",
+        "",
+      ].join("\n"),
+    );
+    await assert.rejects(loadCatalog(path, {}), (err: unknown) => {
+      assert.ok(err instanceof CatalogError);
+      const text = err.problems.join("\n");
+      for (const expected of [
+        /pools\.default\.partitions/,
+        /models\[0\]\.pool: unknown pool 'nowhere'/,
+        /models\[0\]\.batching\.policy/,
+        /models\[0\]\.batching\.maxWaitMs/,
+        /models\[0\]\.batching\.colour: unknown field/,
+        /models\[1\]: .*\/does\/not\/exist/,
+        /duplicate model id/,
+        /models\[4\]\.path: environment variable UNSET_VARIABLE_FOR_TEST is not set/,
+      ]) {
+        assert.match(text, expected);
+      }
+      assert.ok(err.problems.every((p) => p.startsWith(path)), "each problem names the file");
+      return true;
+    });
+  });
+
+  test("a file that is not YAML, or has no models, is a CatalogError", async () => {
+    await assert.rejects(loadCatalog(await write("models: [unclosed\n")), CatalogError);
+    await assert.rejects(loadCatalog(await write("pools: {}\n")), /models: expected a non-empty list/);
+  });
+});

@@ -1,0 +1,69 @@
+import { createClient, type Client } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-web";
+import { InferenceService, type EmbedResponse } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { ModelService, type Model } from "@shoal/gen/shoal/v1/model_pb.ts";
+
+/** Where the gateway put the time of one call (its `shoal-*` response headers), in ms. */
+export interface ServerTiming {
+  readonly queueMs?: number;
+  readonly tokenizeMs?: number;
+  readonly inferenceMs?: number;
+  readonly totalMs?: number;
+  readonly worker?: string;
+}
+
+/** A call's answer with what the page measured around it. */
+export interface Timed<T> {
+  readonly value: T;
+  /** Round trip as the page saw it (fetch start to decoded answer). */
+  readonly roundTripMs: number;
+  readonly server: ServerTiming;
+}
+
+function num(h: Headers, name: string): number | undefined {
+  const v = h.get(name);
+  return v === null || v === "" || !Number.isFinite(Number(v)) ? undefined : Number(v);
+}
+
+function serverTiming(h: Headers): ServerTiming {
+  return {
+    queueMs: num(h, "shoal-queue-ms"),
+    tokenizeMs: num(h, "shoal-tokenize-ms"),
+    inferenceMs: num(h, "shoal-inference-ms"),
+    totalMs: num(h, "shoal-total-ms"),
+    worker: h.get("shoal-worker") ?? undefined,
+  };
+}
+
+/** The console's view of one gateway, over Connect-Web (JSON, readable in devtools). */
+export class ShoalApi {
+  private readonly models: Client<typeof ModelService>;
+  private readonly inference: Client<typeof InferenceService>;
+
+  constructor(readonly baseUrl: string) {
+    const transport = createConnectTransport({ baseUrl });
+    this.models = createClient(ModelService, transport);
+    this.inference = createClient(InferenceService, transport);
+  }
+
+  private async timed<T>(call: (onHeader: (h: Headers) => void) => Promise<T>): Promise<Timed<T>> {
+    let header = new Headers();
+    const started = performance.now();
+    const value = await call((h) => (header = h));
+    return { value, roundTripMs: performance.now() - started, server: serverTiming(header) };
+  }
+
+  listModels(timeoutMs = 4_000): Promise<Timed<Model[]>> {
+    return this.timed(async (onHeader) => (await this.models.listModels({}, { timeoutMs, onHeader })).models);
+  }
+
+  embed(model: string, inputs: string[], normalize: boolean, timeoutMs = 30_000): Promise<Timed<EmbedResponse>> {
+    return this.timed((onHeader) => this.inference.embed({ model, inputs, options: { normalize } }, { timeoutMs, onHeader }));
+  }
+}
+
+/** The gateway this page talks to: `?gateway=<url>`, else the page's own origin. */
+export function gatewayUrl(location: Location): string {
+  const override = new URLSearchParams(location.search).get("gateway");
+  return (override ?? location.origin).replace(/\/+$/, "");
+}

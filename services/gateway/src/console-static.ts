@@ -1,0 +1,96 @@
+import { createReadStream } from "node:fs";
+import { stat } from "node:fs/promises";
+import type http from "node:http";
+import type http2 from "node:http2";
+import { extname, resolve, sep } from "node:path";
+
+type Req = http.IncomingMessage | http2.Http2ServerRequest;
+type Res = http.ServerResponse | http2.Http2ServerResponse;
+
+/** Where the gateway serves the web console. */
+export const CONSOLE_PATH = "/console/";
+
+const CONTENT_TYPES: Record<string, string> = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".mjs": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+  ".json": "application/json",
+  ".map": "application/json",
+  ".svg": "image/svg+xml",
+  ".png": "image/png",
+  ".ico": "image/x-icon",
+  ".webp": "image/webp",
+  ".woff2": "font/woff2",
+  ".txt": "text/plain; charset=utf-8",
+};
+
+const NOT_BUILT =
+  "The Shoal web console is not built.\n" +
+  "Run `npm run build -w services/console` (or set SHOAL_CONSOLE_DIR to a built console) and reload.\n";
+
+/** True for `/console` and everything under `/console/`. */
+export function isConsolePath(pathname: string): boolean {
+  return pathname === "/console" || pathname.startsWith(CONSOLE_PATH);
+}
+
+/**
+ * Serves the built console (`services/console/dist`) at `/console/`: GET and HEAD, content types
+ * by extension, hashed `assets/` cached for a year, everything else revalidated by ETag, and a
+ * 404 that says how to build the console when it is missing.
+ */
+export function createConsoleStatic(root: string): (req: Req, res: Res) => void {
+  const base = resolve(root);
+
+  function text(res: Res, status: number, body: string, headers: Record<string, string> = {}): void {
+    res.writeHead(status, { "content-type": "text/plain; charset=utf-8", "content-length": String(Buffer.byteLength(body)), ...headers });
+    res.end(body);
+  }
+
+  async function serve(req: Req, res: Res): Promise<void> {
+    const [rawPath = "/", query] = (req.url ?? "/").split("?", 2);
+    if (rawPath === "/console") return text(res, 301, "moved\n", { location: `${CONSOLE_PATH}${query ? `?${query}` : ""}` });
+    if (req.method !== "GET" && req.method !== "HEAD") return text(res, 405, "use GET\n", { allow: "GET, HEAD" });
+    let rel: string;
+    try {
+      rel = decodeURIComponent(rawPath.slice(CONSOLE_PATH.length));
+    } catch {
+      return text(res, 400, "bad path\n");
+    }
+    const file = resolve(base, rel === "" ? "index.html" : rel);
+    if (!file.startsWith(base + sep) || rel.includes("\0")) return text(res, 404, "not found\n");
+    const info = await stat(file).catch(() => undefined);
+    if (!info?.isFile()) {
+      const built = await stat(resolve(base, "index.html")).catch(() => undefined);
+      return text(res, 404, built ? "not found\n" : NOT_BUILT);
+    }
+    const etag = `W/"${info.size.toString(16)}-${Math.floor(info.mtimeMs).toString(16)}"`;
+    const immutable = rel.startsWith("assets/");
+    const headers: Record<string, string> = {
+      "content-type": CONTENT_TYPES[extname(file).toLowerCase()] ?? "application/octet-stream",
+      "cache-control": immutable ? "public, max-age=31536000, immutable" : "no-cache",
+      etag,
+      "x-content-type-options": "nosniff",
+    };
+    if (req.headers["if-none-match"] === etag) {
+      res.writeHead(304, headers);
+      res.end();
+      return;
+    }
+    res.writeHead(200, { ...headers, "content-length": String(info.size) });
+    if (req.method === "HEAD") {
+      res.end();
+      return;
+    }
+    const stream = createReadStream(file);
+    stream.once("error", () => res.destroy());
+    stream.pipe(res as NodeJS.WritableStream);
+  }
+
+  return (req, res) => {
+    serve(req, res).catch(() => {
+      if (!res.headersSent) text(res, 500, "internal error\n");
+      else res.destroy();
+    });
+  };
+}

@@ -1,0 +1,53 @@
+import { Counter, createMetricsRegistry, Gauge, Histogram, type Registry } from "@shoal/common";
+
+/** The gateway's Prometheus metrics. */
+export interface GatewayMetrics {
+  readonly registry: Registry;
+  readonly requests: Counter<"method" | "model" | "lane" | "code">;
+  readonly duration: Histogram<"method" | "model" | "code">;
+  readonly inFlight: Gauge;
+  readonly admissionRejections: Counter<"lane" | "reason">;
+  readonly resultsDropped: Counter;
+  readonly tokens: Counter<"model">;
+}
+
+/** @param inFlight read at scrape time: calls waiting for a result */
+export function createGatewayMetrics(inFlight: () => number): GatewayMetrics {
+  const registry = createMetricsRegistry("gateway");
+  return {
+    registry,
+    requests: new Counter({
+      name: "shoal_gateway_requests_total",
+      help: "RPCs answered, by method, model, lane and Connect code",
+      labelNames: ["method", "model", "lane", "code"],
+      registers: [registry],
+    }),
+    duration: new Histogram({
+      name: "shoal_gateway_request_duration_seconds",
+      help: "RPC latency at the gateway",
+      labelNames: ["method", "model", "code"],
+      buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [registry],
+    }),
+    inFlight: new Gauge({
+      name: "shoal_gateway_inflight_jobs",
+      help: "Jobs enqueued and not yet answered",
+      registers: [registry],
+      collect() {
+        this.set(inFlight());
+      },
+    }),
+    admissionRejections: new Counter({
+      name: "shoal_gateway_admission_rejections_total",
+      help: "Requests refused with ResourceExhausted by admission control",
+      labelNames: ["lane", "reason"],
+      registers: [registry],
+    }),
+    resultsDropped: new Counter({
+      name: "shoal_gateway_results_dropped_total",
+      help: "Results nobody waited for (duplicates, or the caller left)",
+      registers: [registry],
+    }),
+    tokens: new Counter({ name: "shoal_gateway_tokens_total", help: "Prompt tokens served", labelNames: ["model"], registers: [registry] }),
+  };
+}

@@ -1,0 +1,251 @@
+import type http from "node:http";
+import type http2 from "node:http2";
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, createHandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import type { CatalogModel, Logger } from "@shoal/common";
+import { EmbedRequestSchema, EmbedResponseSchema, InferenceService, VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { toConnectError } from "./errors.ts";
+
+type Req = http.IncomingMessage | http2.Http2ServerRequest;
+type Res = http.ServerResponse | http2.Http2ServerResponse;
+
+/** The path OpenAI SDKs call for embeddings, with `baseURL` = `<gateway>/v1`. */
+export const OPENAI_EMBEDDINGS_PATH = "/v1/embeddings";
+
+export interface OpenAiEmbeddingsDeps {
+  /** The InferenceService implementation's Embed: the very function the Connect routes call. */
+  readonly embed: ServiceImpl<typeof InferenceService>["embed"];
+  /** The catalog's models, to check `dimensions` against the model's. */
+  readonly models: ReadonlyMap<string, CatalogModel>;
+  /** Largest request body accepted (SHOAL_MAX_REQUEST_BYTES, as for Connect calls). */
+  readonly maxRequestBytes: number;
+  readonly logger: Logger;
+}
+
+/** OpenAI's error body: `{ error: { message, type, param, code } }`. */
+export interface OpenAiError {
+  readonly status: number;
+  readonly message: string;
+  readonly type: string;
+  readonly param: string | null;
+  readonly code: string | null;
+}
+
+const httpStatus: Partial<Record<Code, number>> = {
+  [Code.InvalidArgument]: 400,
+  [Code.FailedPrecondition]: 400,
+  [Code.OutOfRange]: 400,
+  [Code.Unauthenticated]: 401,
+  [Code.PermissionDenied]: 403,
+  [Code.NotFound]: 404,
+  [Code.AlreadyExists]: 409,
+  [Code.Aborted]: 409,
+  [Code.ResourceExhausted]: 429,
+  // What nginx logs when the client went away first; nobody reads it.
+  [Code.Canceled]: 499,
+  [Code.Unimplemented]: 501,
+  [Code.Unavailable]: 503,
+  [Code.DeadlineExceeded]: 504,
+};
+
+function errorType(status: number): string {
+  if (status === 401) return "authentication_error";
+  if (status === 403) return "permission_error";
+  if (status === 429) return "rate_limit_error";
+  return status < 500 ? "invalid_request_error" : "server_error";
+}
+
+/** The OpenAI error for a ConnectError: HTTP status from the Connect code, OpenAI's names. */
+export function openAiErrorFrom(err: ConnectError): OpenAiError {
+  const status = httpStatus[err.code] ?? 500;
+  // Shoal's validation names `inputs[i]`; the OpenAI request calls the field `input`.
+  const message = err.rawMessage.replace(/^inputs\b/, "input");
+  const param = /^input\b/.test(message) ? "input" : /^model\b/.test(message) || err.code === Code.NotFound ? "model" : null;
+  const code = err.code === Code.NotFound ? "model_not_found" : (Code[err.code] ?? "unknown").replace(/[A-Z]/g, (c, i: number) => (i > 0 ? "_" : "") + c.toLowerCase());
+  return { status, message, type: errorType(status), param, code };
+}
+
+function invalid(message: string, param: string | null, code: string | null = "invalid_value", status = 400): OpenAiError {
+  return { status, message, type: "invalid_request_error", param, code };
+}
+
+class BodyError extends Error {
+  constructor(readonly error: OpenAiError) {
+    super(error.message);
+  }
+}
+
+interface ParsedRequest {
+  readonly model: string;
+  readonly inputs: string[];
+  readonly base64: boolean;
+  readonly dimensions: number | undefined;
+}
+
+/** Validates an OpenAI `CreateEmbeddingRequest`; `user` and unknown fields are ignored. */
+export function parseEmbeddingsRequest(body: unknown): ParsedRequest {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw new BodyError(invalid("request body must be a JSON object", null));
+  }
+  const b = body as Record<string, unknown>;
+  if (typeof b["model"] !== "string" || b["model"] === "") throw new BodyError(invalid("model: required string", "model"));
+  const input = b["input"];
+  let inputs: string[];
+  if (typeof input === "string") inputs = [input];
+  else if (Array.isArray(input) && input.every((x) => typeof x === "string")) inputs = input as string[];
+  else if (Array.isArray(input) && input.every((x) => typeof x === "number" || Array.isArray(x))) {
+    throw new BodyError(invalid("input: token-id arrays are not supported; send text (a string or a list of strings)", "input"));
+  } else throw new BodyError(invalid("input: expected a string or a list of strings", "input"));
+  const format = b["encoding_format"] ?? "float";
+  if (format !== "float" && format !== "base64") {
+    throw new BodyError(invalid(`encoding_format: expected "float" or "base64"`, "encoding_format"));
+  }
+  const dims = b["dimensions"] ?? undefined;
+  if (dims !== undefined && (typeof dims !== "number" || !Number.isInteger(dims) || dims < 1)) {
+    throw new BodyError(invalid("dimensions: expected a positive integer", "dimensions"));
+  }
+  return { model: b["model"], inputs, base64: format === "base64", dimensions: dims };
+}
+
+/** Reads the whole body, refusing it past `limit` bytes. */
+async function readBody(req: Req, limit: number): Promise<Buffer> {
+  const tooLarge = (): BodyError =>
+    new BodyError(invalid(`request body exceeds the limit of ${limit} bytes`, null, "request_too_large", 413));
+  const declared = Number(req.headers["content-length"] ?? "0");
+  if (declared > limit) throw tooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw tooLarge();
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+function sendJson(req: Req, res: Res, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  if (res.headersSent || res.destroyed) return;
+  const json = JSON.stringify(body);
+  const head: Record<string, string> = { "content-type": "application/json", "content-length": String(Buffer.byteLength(json)), ...headers };
+  res.writeHead(status, head);
+  res.end(json);
+  if (req.readableEnded) return;
+  // An oversized body is not worth receiving: close an HTTP/1.1 connection rather than drain it.
+  if (status === 413 && req.httpVersionMajor === 1) res.once("finish", () => req.socket.destroy());
+  else req.resume();
+}
+
+function sendError(req: Req, res: Res, e: OpenAiError, headers: Record<string, string> = {}): void {
+  sendJson(req, res, e.status, { error: { message: e.message, type: e.type, param: e.param, code: e.code } }, headers);
+}
+
+/** Request headers as fetch Headers, without HTTP/2 pseudo-headers. */
+function webHeaders(req: Req): Headers {
+  const h = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (name.startsWith(":") || value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) h.append(name, v);
+  }
+  return h;
+}
+
+/**
+ * `POST /v1/embeddings`, OpenAI-compatible: answers through the InferenceService's own Embed, so
+ * validation, deadlines, the queue and error codes are the Connect API's.
+ */
+export function createOpenAiEmbeddings(deps: OpenAiEmbeddingsDeps): (req: Req, res: Res) => void {
+  const log = deps.logger.child({ component: "openai" });
+
+  async function serve(req: Req, res: Res): Promise<void> {
+    if (req.method !== "POST") return sendError(req, res, invalid("use POST", null, "method_not_allowed", 405), { allow: "POST" });
+    const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase();
+    if (type !== "application/json") {
+      return sendError(req, res, invalid("content-type must be application/json", null, "unsupported_media_type", 415));
+    }
+    const encoding = req.headers["content-encoding"];
+    if (encoding !== undefined && encoding !== "identity") {
+      return sendError(req, res, invalid(`content-encoding ${encoding} is not supported`, null, "unsupported_media_type", 415));
+    }
+    let parsed: ParsedRequest;
+    try {
+      const raw = await readBody(req, deps.maxRequestBytes);
+      let body: unknown;
+      try {
+        body = JSON.parse(raw.toString("utf8"));
+      } catch {
+        throw new BodyError(invalid("request body is not valid JSON", null));
+      }
+      parsed = parseEmbeddingsRequest(body);
+    } catch (err) {
+      if (err instanceof BodyError) return sendError(req, res, err.error);
+      throw err;
+    }
+    const model = deps.models.get(parsed.model);
+    if (model && parsed.dimensions !== undefined && parsed.dimensions !== model.spec.dimensions) {
+      return sendError(
+        req,
+        res,
+        invalid(`dimensions: model '${model.id}' returns ${model.spec.dimensions} dimensions; shortening to ${parsed.dimensions} is not supported`, "dimensions"),
+      );
+    }
+
+    const aborted = new AbortController();
+    res.once("close", () => {
+      if (!res.writableFinished) aborted.abort(new ConnectError("client went away", Code.Canceled));
+    });
+    const ctx = createHandlerContext({
+      service: InferenceService,
+      method: InferenceService.method.embed,
+      protocolName: "openai",
+      requestMethod: "POST",
+      url: req.url ?? OPENAI_EMBEDDINGS_PATH,
+      requestSignal: aborted.signal,
+      requestHeader: webHeaders(req),
+    });
+    try {
+      const request = create(EmbedRequestSchema, {
+        model: parsed.model,
+        inputs: parsed.inputs,
+        // Raw bytes are what the worker produced: no float list to build, and base64 is a copy.
+        options: { encoding: VectorEncoding.FLOAT32_LE },
+      });
+      const out = create(EmbedResponseSchema, await deps.embed(request, ctx));
+      const data = out.embeddings.map((e) => ({
+        object: "embedding",
+        index: e.index,
+        embedding: parsed.base64 ? Buffer.from(e.float32Le).toString("base64") : float32LeToNumbers(e.float32Le),
+      }));
+      const usage = { prompt_tokens: out.usage?.promptTokens ?? 0, total_tokens: out.usage?.totalTokens ?? 0 };
+      const headers: Record<string, string> = {};
+      ctx.responseHeader.forEach((v, k) => (headers[k] = v));
+      sendJson(req, res, 200, { object: "list", data, model: out.model, usage }, headers);
+    } catch (err) {
+      const mapped = toConnectError(err);
+      if (mapped.code === Code.Internal) log.error({ err }, "internal error");
+      // Backpressure hints travel as headers, which OpenAI SDKs already honour when retrying.
+      const headers: Record<string, string> = {};
+      for (const name of ["retry-after", "retry-after-ms"]) {
+        const v = mapped.metadata.get(name);
+        if (v !== null) headers[name] = v;
+      }
+      sendError(req, res, openAiErrorFrom(mapped), headers);
+    } finally {
+      ctx.abort();
+    }
+  }
+
+  return (req, res) => {
+    serve(req, res).catch((err: unknown) => {
+      log.error({ err }, "embeddings request failed");
+      sendError(req, res, { status: 500, message: "internal error", type: "server_error", param: null, code: "internal" });
+    });
+  };
+}
+
+/** Little-endian float32 bytes as JS numbers (exactly the float32 values). */
+function float32LeToNumbers(bytes: Uint8Array): number[] {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out = new Array<number>(bytes.byteLength / 4);
+  for (let i = 0; i < out.length; i++) out[i] = view.getFloat32(i * 4, true);
+  return out;
+}

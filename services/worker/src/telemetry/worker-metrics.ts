@@ -1,0 +1,71 @@
+import { Counter, createMetricsRegistry, Gauge, Histogram, type Registry } from "@shoal/common";
+
+/** The worker's Prometheus metrics. */
+export interface WorkerMetrics {
+  readonly registry: Registry;
+  readonly jobs: Counter<"model" | "status">;
+  readonly recordsRejected: Counter;
+  readonly batches: Counter<"model" | "reason">;
+  readonly batchItems: Histogram<"model">;
+  readonly batchTokens: Histogram<"model">;
+  readonly batchPadding: Histogram<"model">;
+  readonly batchFill: Histogram<"model">;
+  readonly inferenceSeconds: Histogram<"model">;
+  readonly tokens: Counter<"model">;
+  readonly paddedTokens: Counter<"model">;
+  readonly itemsComputed: Counter<"model">;
+  readonly consumerLag: Gauge<"topic" | "partition">;
+  readonly modelsResident: Gauge;
+  readonly modelLoads: Counter<"model">;
+  readonly coldStartSeconds: Gauge<"model">;
+}
+
+/** @param inFlight read at scrape time: records pulled and not yet answered */
+export function createWorkerMetrics(inFlight: () => number): WorkerMetrics {
+  const registry = createMetricsRegistry("worker");
+  const registers = [registry];
+  new Gauge({
+    name: "shoal_worker_inflight_jobs",
+    help: "Job records pulled and not yet answered",
+    registers,
+    collect() {
+      this.set(inFlight());
+    },
+  });
+  const ratio = [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1];
+  return {
+    registry,
+    jobs: new Counter({ name: "shoal_worker_jobs_total", help: "Jobs answered, by model and status", labelNames: ["model", "status"], registers }),
+    recordsRejected: new Counter({ name: "shoal_worker_records_rejected_total", help: "Undecodable job records skipped", registers }),
+    batches: new Counter({ name: "shoal_worker_batches_total", help: "Batches run, by close reason", labelNames: ["model", "reason"], registers }),
+    batchItems: new Histogram({ name: "shoal_worker_batch_items", help: "Texts per batch", labelNames: ["model"], buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256], registers }),
+    batchTokens: new Histogram({
+      name: "shoal_worker_batch_tokens",
+      help: "Useful (unpadded) tokens per batch",
+      labelNames: ["model"],
+      buckets: [16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384],
+      registers,
+    }),
+    batchPadding: new Histogram({ name: "shoal_worker_batch_padding_fraction", help: "Padded share of the tokens computed per batch", labelNames: ["model"], buckets: ratio, registers }),
+    batchFill: new Histogram({ name: "shoal_worker_batch_fill_ratio", help: "Useful tokens per batch / token budget", labelNames: ["model"], buckets: ratio, registers }),
+    inferenceSeconds: new Histogram({
+      name: "shoal_worker_inference_seconds",
+      help: "session.run time per batch",
+      labelNames: ["model"],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers,
+    }),
+    tokens: new Counter({ name: "shoal_worker_tokens_total", help: "Useful tokens computed (rate = tokens/s)", labelNames: ["model"], registers }),
+    paddedTokens: new Counter({
+      name: "shoal_worker_padded_tokens_total",
+      help: "Tokens run through the model including padding (useful fraction = tokens / padded tokens)",
+      labelNames: ["model"],
+      registers,
+    }),
+    itemsComputed: new Counter({ name: "shoal_worker_items_computed_total", help: "Texts run through the model", labelNames: ["model"], registers }),
+    consumerLag: new Gauge({ name: "shoal_worker_consumer_lag", help: "Records behind the high watermark at the last fetch", labelNames: ["topic", "partition"], registers }),
+    modelsResident: new Gauge({ name: "shoal_worker_models_resident", help: "Models loaded on this worker", registers }),
+    modelLoads: new Counter({ name: "shoal_worker_model_loads_total", help: "Model loads", labelNames: ["model"], registers }),
+    coldStartSeconds: new Gauge({ name: "shoal_worker_model_cold_start_seconds", help: "Time of the last load of a model", labelNames: ["model"], registers }),
+  };
+}
