@@ -2,6 +2,7 @@ export { createLogger, type Logger } from "./logger.ts";
 export { createKafka, type KafkaSettings } from "./kafka.ts";
 export { readKafkaSettings } from "./kafka-settings.ts";
 export { EnvReader, ConfigError } from "./env-config.ts";
+export { parseConfigText } from "./config-file.ts";
 export { cancelTopic, jobsTopic, replyTopic, ensureTopics, poolTopicSpecs, MAX_RECORD_BYTES, type ServedLane, type TopicSpec } from "./topics.ts";
 export { encodeEnvelope, decodeEnvelope, encodeResult, decodeResult, encodeCancel, decodeCancel, RecordDecodeError } from "./codec.ts";
 export { createBatchingProducer, ProducerClosedError, type BatchingProducer } from "./batching-producer.ts";

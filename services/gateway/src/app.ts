@@ -6,7 +6,9 @@ import { ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { Health, HealthCheckResponse_ServingStatus as Serving } from "@shoal/gen/grpc/health/v1/health_pb.ts";
 import type { GatewayConfig } from "./config.ts";
 import { Admission } from "./admission.ts";
-import { createDualServer } from "./dual-server.ts";
+import { ApiKeys, requireApiKey } from "./auth.ts";
+import { createDualServer, type DualServer } from "./dual-server.ts";
+import { createTlsServer } from "./tls-server.ts";
 import { createLaneLagMonitor, type LaneLagMonitor } from "./lane-lag.ts";
 import { createGatewayMetrics } from "./gateway-metrics.ts";
 import { rpcMetrics } from "./rpc-metrics.ts";
@@ -51,7 +53,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
   const kafka = createKafka(config.kafka, logger);
   const admin = kafka.admin();
   const pending = new PendingJobs();
-  const producer = createJobProducer(kafka, logger);
+  const producer = createJobProducer(kafka, logger, config.produceTimeoutMs);
   const ownReplyTopic = replyTopic(config.instanceId);
   const replies = createReplyConsumer(kafka, logger, {
     topic: ownReplyTopic,
@@ -76,7 +78,9 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     batch: { maxInFlightTokens: config.admission.batch.maxInFlightTokens, maxQueuedTokens: config.admission.batch.maxQueuedTokens },
   });
   let lagMonitor: LaneLagMonitor | undefined;
-  let server: ReturnType<typeof createDualServer> | undefined;
+  // No key configured: authentication is off.
+  const apiKeys = new ApiKeys(config.apiKeys);
+  let server: DualServer | undefined;
   let stopping: Promise<void> | undefined;
 
   async function start(): Promise<{ port: number }> {
@@ -95,6 +99,8 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     await replies.start();
     lagMonitor = createLaneLagMonitor(admin, admission, [...catalog.pools.keys()], logger);
     lagMonitor.start();
+    const unknownModels = [...new Set(config.apiKeys.flatMap((k) => (k.models === "*" ? [] : k.models)))].filter((m) => !catalog.models.has(m));
+    if (unknownModels.length > 0) log.warn({ models: unknownModels }, "API keys name models the catalog does not serve");
 
     // One implementation behind both the Connect routes and the OpenAI-compatible endpoint.
     const inference = createInferenceService({
@@ -106,13 +112,20 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       defaultTimeoutMs: config.defaultTimeoutMs,
       maxTimeoutMs: config.maxTimeoutMs,
       isAccepting: () => stopping === undefined,
+      isQueueReachable: () => probe.reachable,
       admission,
       onAdmitted: (lane, tokens) => lagMonitor?.observeJob(lane, tokens),
       onRejected: (lane, reason) => metrics.admissionRejections.inc({ lane, reason }),
     });
     const handler = connectNodeAdapter({
-      // Outermost first: the trace and the metrics see the final, mapped code.
-      interceptors: [traceRpc(config.instanceId), rpcMetrics(metrics, (id) => catalog.models.has(id)), mapErrors(logger)],
+      // Outermost first: the trace and the metrics see the final, mapped code (and the caller's
+      // tenant, which the key check leaves in the context values); key errors are mapped too.
+      interceptors: [
+        traceRpc(config.instanceId),
+        rpcMetrics(metrics, (id) => catalog.models.has(id)),
+        mapErrors(logger),
+        ...(apiKeys.enabled ? [requireApiKey(apiKeys)] : []),
+      ],
       readMaxBytes: config.maxRequestBytes,
       // Compressed requests are accepted, but responses are never compressed: vectors are
       // incompressible float noise and gzip cost more CPU than the whole rest of the call.
@@ -140,23 +153,27 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
         } else reply(404, "not found\n");
       },
     });
-    server = createDualServer(
-      createHttpFront({
-        cors: createCors(config.corsOrigins),
-        openai: createOpenAiEmbeddings({
-          embed: (req, ctx) => inference.embed(req, ctx),
-          models: catalog.models,
-          maxRequestBytes: config.maxRequestBytes,
-          logger,
-        }),
-        console: createConsoleStatic(config.consoleDir),
-        connect: handler,
+    const front = createHttpFront({
+      cors: createCors(config.corsOrigins),
+      openai: createOpenAiEmbeddings({
+        embed: (req, ctx) => inference.embed(req, ctx),
+        models: catalog.models,
+        maxRequestBytes: config.maxRequestBytes,
+        authenticate: (authorization) => apiKeys.authenticate(authorization),
+        logger,
       }),
-    );
+      console: createConsoleStatic(config.consoleDir),
+      connect: handler,
+    });
+    // TLS: one HTTPS port, ALPN h2 + http/1.1; plain text: HTTP/1.1 and h2c told apart by the preface.
+    server = config.tls ? createTlsServer(front, config.tls) : createDualServer(front);
     const address = await server.listen(config.port, config.host);
     health.setAll(Serving.SERVING);
     probe.start();
-    log.info({ host: config.host, port: address.port, models: [...catalog.models.keys()], replyTopic: ownReplyTopic }, "gateway serving");
+    log.info(
+      { host: config.host, port: address.port, tls: config.tls !== undefined, apiKeys: apiKeys.enabled ? apiKeys.tenants : false, models: [...catalog.models.keys()], replyTopic: ownReplyTopic },
+      "gateway serving",
+    );
     return { port: address.port };
   }
 

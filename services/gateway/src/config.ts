@@ -1,6 +1,8 @@
-import { randomBytes } from "node:crypto";
+import { createPrivateKey, randomBytes, X509Certificate, type KeyObject } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { EnvReader, readKafkaSettings, type KafkaSettings } from "@shoal/common";
+import { EnvReader, parseConfigText, readKafkaSettings, type KafkaSettings } from "@shoal/common";
+import { checkDuplicateKeys, parseApiKeysDocument, parseApiKeysEnv, type ApiKeySpec } from "./api-keys.ts";
 
 /** The gateway's whole configuration, validated once at start. */
 export interface GatewayConfig {
@@ -17,6 +19,8 @@ export interface GatewayConfig {
   readonly maxInputsPerRequest: number;
   readonly maxInputChars: number;
   readonly maxRequestBytes: number;
+  /** A job record not acknowledged by Kafka within this time fails its call with Unavailable. */
+  readonly produceTimeoutMs: number;
   /** On SIGTERM: how long in-flight calls may take to finish before the gateway exits. */
   readonly drainGraceMs: number;
   /** Partitions of this replica's reply topic. */
@@ -30,6 +34,10 @@ export interface GatewayConfig {
   };
   /** The built web console (`npm run build -w services/console`), served at `/console/`. */
   readonly consoleDir: string;
+  /** API keys (hashed) from SHOAL_API_KEYS and SHOAL_API_KEYS_FILE; none: authentication is off. */
+  readonly apiKeys: readonly ApiKeySpec[];
+  /** Certificate chain and private key (PEM): HTTPS with ALPN h2 + http/1.1 instead of plain text. */
+  readonly tls: { readonly cert: Buffer; readonly key: Buffer } | undefined;
 }
 
 // An origin as browsers send it: scheme, host, optional port; no path.
@@ -49,6 +57,8 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
   for (const origin of corsOrigins) {
     if (origin !== "*" && !ORIGIN.test(origin)) r.problem(`SHOAL_CORS_ORIGINS: '${origin}' is not '*' or an origin like https://app.example.com:8443`);
   }
+  const apiKeys = readApiKeys(r);
+  const tls = readTls(r);
   return r.done({
     host: r.string("SHOAL_HOST", "127.0.0.1"),
     port: r.int("SHOAL_PORT", 8080, { min: 0, max: 65535 }),
@@ -61,6 +71,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     maxInputChars: r.int("SHOAL_MAX_INPUT_CHARS", 32_768, { min: 1 }),
     maxRequestBytes: r.int("SHOAL_MAX_REQUEST_BYTES", 8 * 1024 * 1024, { min: 1024 }),
     drainGraceMs: r.int("SHOAL_DRAIN_GRACE_MS", 10_000, { min: 0 }),
+    produceTimeoutMs: r.int("SHOAL_PRODUCE_TIMEOUT_MS", 3_000, { min: 100 }),
     replyPartitions: r.int("SHOAL_REPLY_PARTITIONS", 1, { min: 1, max: 64 }),
     corsOrigins,
     admission: {
@@ -74,5 +85,75 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       },
     },
     consoleDir: resolve(r.string("SHOAL_CONSOLE_DIR", resolve(import.meta.dirname, "../../console/dist"))),
+    apiKeys,
+    tls,
   });
+}
+
+function readFile(r: EnvReader, name: string, path: string): Buffer | undefined {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    r.problem(`${name}=${path}: cannot read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    return undefined;
+  }
+}
+
+/** SHOAL_API_KEYS (compact form) and SHOAL_API_KEYS_FILE (YAML or JSON), merged. */
+function readApiKeys(r: EnvReader): ApiKeySpec[] {
+  const problems: string[] = [];
+  const specs: ApiKeySpec[] = [];
+  const inline = r.optionalString("SHOAL_API_KEYS");
+  if (inline !== undefined) specs.push(...parseApiKeysEnv(inline, problems));
+  const path = r.optionalString("SHOAL_API_KEYS_FILE");
+  const text = path === undefined ? undefined : readFile(r, "SHOAL_API_KEYS_FILE", path)?.toString("utf8");
+  if (path !== undefined && text !== undefined) {
+    let doc: unknown;
+    try {
+      doc = parseConfigText(text);
+    } catch (err) {
+      problems.push(`SHOAL_API_KEYS_FILE=${path}: not valid YAML or JSON (${(err as Error).message.split("\n")[0] ?? ""})`);
+    }
+    if (doc !== undefined) specs.push(...parseApiKeysDocument(doc, path, problems));
+  }
+  checkDuplicateKeys(specs, problems);
+  for (const p of problems) r.problem(p);
+  return specs;
+}
+
+/** SHOAL_TLS_CERT_FILE + SHOAL_TLS_KEY_FILE: both or neither, readable, parseable, a matching pair, in date. */
+function readTls(r: EnvReader): GatewayConfig["tls"] {
+  const certPath = r.optionalString("SHOAL_TLS_CERT_FILE");
+  const keyPath = r.optionalString("SHOAL_TLS_KEY_FILE");
+  if (certPath === undefined && keyPath === undefined) return undefined;
+  if (certPath === undefined || keyPath === undefined) {
+    r.problem("SHOAL_TLS_CERT_FILE and SHOAL_TLS_KEY_FILE: set both (HTTPS) or neither (plain text)");
+  }
+  const cert = certPath === undefined ? undefined : readFile(r, "SHOAL_TLS_CERT_FILE", certPath);
+  const key = keyPath === undefined ? undefined : readFile(r, "SHOAL_TLS_KEY_FILE", keyPath);
+  let x509: X509Certificate | undefined;
+  let privateKey: KeyObject | undefined;
+  if (cert !== undefined) {
+    try {
+      x509 = new X509Certificate(cert);
+    } catch {
+      r.problem(`SHOAL_TLS_CERT_FILE=${certPath}: not a PEM certificate`);
+    }
+  }
+  if (key !== undefined) {
+    try {
+      privateKey = createPrivateKey(key);
+    } catch {
+      r.problem(`SHOAL_TLS_KEY_FILE=${keyPath}: not an unencrypted PEM private key`);
+    }
+  }
+  if (x509 !== undefined) {
+    const now = Date.now();
+    if (Date.parse(x509.validTo) < now) r.problem(`SHOAL_TLS_CERT_FILE=${certPath}: certificate expired on ${x509.validTo}`);
+    if (Date.parse(x509.validFrom) > now) r.problem(`SHOAL_TLS_CERT_FILE=${certPath}: certificate not valid before ${x509.validFrom}`);
+    if (privateKey !== undefined && !x509.checkPrivateKey(privateKey)) {
+      r.problem(`SHOAL_TLS_KEY_FILE=${keyPath}: does not match the certificate in SHOAL_TLS_CERT_FILE`);
+    }
+  }
+  return cert !== undefined && key !== undefined ? { cert, key } : undefined;
 }

@@ -43,6 +43,27 @@ export class AdmissionRejectedError extends Error {
   }
 }
 
+/** The call carries no API key, or one the gateway does not know. */
+export class UnauthenticatedError extends Error {
+  override readonly name = "UnauthenticatedError";
+}
+
+/** The API key is valid but may not use what the call asks for (a model outside its list). */
+export class PermissionDeniedError extends Error {
+  override readonly name = "PermissionDeniedError";
+}
+
+/** The API key's rate limit refused the call; `retryAfterMs` is the hint sent back. */
+export class RateLimitedError extends Error {
+  override readonly name = "RateLimitedError";
+  constructor(
+    message: string,
+    readonly retryAfterMs: number,
+  ) {
+    super(message);
+  }
+}
+
 /** A worker answered the job with a non-OK status. */
 export class JobFailedError extends Error {
   override readonly name = "JobFailedError";
@@ -74,7 +95,11 @@ export function toConnectError(err: unknown): ConnectError {
   if (err instanceof DeadlineError) return new ConnectError(err.message, Code.DeadlineExceeded);
   if (err instanceof CallCancelledError) return new ConnectError(err.message, Code.Canceled);
   if (err instanceof QueueUnavailableError) return new ConnectError(err.message, Code.Unavailable);
-  if (err instanceof AdmissionRejectedError) {
+  if (err instanceof UnauthenticatedError) {
+    return new ConnectError(err.message, Code.Unauthenticated, { "www-authenticate": 'Bearer realm="shoal"' });
+  }
+  if (err instanceof PermissionDeniedError) return new ConnectError(err.message, Code.PermissionDenied);
+  if (err instanceof AdmissionRejectedError || err instanceof RateLimitedError) {
     // The hint travels as response metadata (a header for Connect, a trailer for gRPC).
     return new ConnectError(`${err.message}; retry after ${err.retryAfterMs} ms`, Code.ResourceExhausted, {
       "retry-after-ms": String(err.retryAfterMs),

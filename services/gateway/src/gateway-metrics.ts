@@ -3,7 +3,7 @@ import { Counter, createMetricsRegistry, Gauge, Histogram, type Registry } from 
 /** The gateway's Prometheus metrics. */
 export interface GatewayMetrics {
   readonly registry: Registry;
-  readonly requests: Counter<"method" | "model" | "lane" | "code">;
+  readonly requests: Counter<"method" | "model" | "lane" | "code" | "tenant">;
   readonly duration: Histogram<"method" | "model" | "code">;
   readonly inFlight: Gauge;
   readonly admissionRejections: Counter<"lane" | "reason">;
@@ -18,8 +18,8 @@ export function createGatewayMetrics(inFlight: () => number): GatewayMetrics {
     registry,
     requests: new Counter({
       name: "shoal_gateway_requests_total",
-      help: "RPCs answered, by method, model, lane and Connect code",
-      labelNames: ["method", "model", "lane", "code"],
+      help: "RPCs answered, by method, model, lane, Connect code and API key tenant",
+      labelNames: ["method", "model", "lane", "code", "tenant"],
       registers: [registry],
     }),
     duration: new Histogram({

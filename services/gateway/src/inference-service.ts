@@ -17,6 +17,7 @@ import {
 } from "@shoal/common";
 import { estimateTokens, type Admission } from "./admission.ts";
 import { laneName, servedLane, type LaneName } from "./lanes.ts";
+import { principalKey } from "./auth.ts";
 import { InferenceService, VectorEncoding, type EmbedResponse, EmbedResponseSchema } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { JobCancelSchema, JobEnvelopeSchema, JobStatus, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { AdmissionRejectedError, JobFailedError, QueueUnavailableError } from "./errors.ts";
@@ -34,6 +35,8 @@ export interface InferenceDeps {
   readonly maxTimeoutMs: number;
   /** False once the gateway drains: new calls get Unavailable, in-flight ones finish. */
   readonly isAccepting: () => boolean;
+  /** False while the readiness probe cannot reach Kafka: new calls fail fast with Unavailable. */
+  readonly isQueueReachable: () => boolean;
   readonly admission: Admission;
   /** Told the size of every admitted call (turns lane lag into tokens). */
   readonly onAdmitted: (lane: LaneName, tokens: number) => void;
@@ -60,6 +63,7 @@ async function submit(
   build: (jobId: string, deadlineUnixMs: number, now: number) => { topic: string; value: Uint8Array },
 ): Promise<JobResult> {
   if (!deps.isAccepting()) throw new QueueUnavailableError("gateway is shutting down; retry on another replica");
+  if (!deps.isQueueReachable()) throw new QueueUnavailableError("the job queue (Kafka) is unreachable; retry later");
   const lane = laneName(plan.lane);
   const ticket = deps.admission.tryAdmit(lane, plan.tokens);
   if (!ticket.ok) {
@@ -134,10 +138,15 @@ export function createInferenceService(deps: InferenceDeps): ServiceImpl<typeof 
   return {
     async embed(req, ctx): Promise<EmbedResponse> {
       const started = performance.now();
+      // Set by the API key check (Connect interceptor or the OpenAI endpoint); undefined when keys are off.
+      const principal = ctx.values.get(principalKey);
+      // Before validation, so a key learns nothing about models outside its list.
+      principal?.authorizeModel(req.model);
       const model = validateEmbed(req, deps.catalog.models, deps.limits);
-      const lane = servedLane(req.lane);
+      const lane = servedLane(req.lane, principal?.lane);
       const truncate = req.options?.truncate ?? false;
       const plan = { pool: model.pool, lane, tokens: estimateTokens(req.inputs, model.spec.maxSequenceLength, truncate) };
+      principal?.chargeTokens(plan.tokens);
       const result = await submit(deps, ctx, plan, (jobId, deadlineUnixMs, now) => ({
         topic: jobsTopic(model.pool, lane),
         value: encodeEnvelope(
@@ -149,6 +158,7 @@ export function createInferenceService(deps: InferenceDeps): ServiceImpl<typeof 
             replyTo: { topic: deps.replyTopic, partition: 0 },
             attempt: 1,
             lane,
+            tenant: principal?.tenant ?? "",
             task: {
               case: "embed",
               value: {

@@ -9,7 +9,11 @@ export interface JobProducer {
   stop(): Promise<void>;
 }
 
-export function createJobProducer(kafka: Kafka, logger: Logger): JobProducer {
+/**
+ * @param ackTimeoutMs a record not acknowledged within this time fails the call with Unavailable
+ *   (kafkajs would otherwise keep retrying for many seconds while the broker is away)
+ */
+export function createJobProducer(kafka: Kafka, logger: Logger, ackTimeoutMs = 3_000): JobProducer {
   const producer = createBatchingProducer(kafka, logger, {
     name: "job-producer",
     // Fail fast when the broker is gone: the caller gets Unavailable instead of a hang.
@@ -18,10 +22,16 @@ export function createJobProducer(kafka: Kafka, logger: Logger): JobProducer {
   return {
     start: () => producer.connect(),
     async send(topic, message) {
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`not acknowledged within ${ackTimeoutMs} ms`)), ackTimeoutMs);
+      });
       try {
-        await producer.send(topic, message);
+        await Promise.race([producer.send(topic, message), timeout]);
       } catch (err) {
         throw new QueueUnavailableError(`job queue unavailable: ${(err as Error).message}`);
+      } finally {
+        clearTimeout(timer);
       }
     },
     stop: () => producer.disconnect(),

@@ -4,10 +4,12 @@ import type { Catalog, CatalogModel } from "@shoal/common";
 import { Lane, Task } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { ModelSchema, ModelService, type Model } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { InvalidRequestError, ModelNotFoundError } from "./errors.ts";
+import { principalKey } from "./auth.ts";
 
 const tasks: Record<string, Task> = { embed: Task.EMBED, rerank: Task.RERANK, classify: Task.CLASSIFY };
 
-function toModel(m: CatalogModel): Model {
+/** @param defaultLane the lane the caller's calls take when they name none */
+function toModel(m: CatalogModel, defaultLane: Lane = Lane.INTERACTIVE): Model {
   return create(ModelSchema, {
     id: m.id,
     task: tasks[m.spec.task] ?? Task.UNSPECIFIED,
@@ -15,21 +17,25 @@ function toModel(m: CatalogModel): Model {
     maxSequenceLength: m.spec.maxSequenceLength,
     pool: m.pool,
     normalizeDefault: m.spec.normalize,
-    defaultLane: Lane.INTERACTIVE,
+    defaultLane,
   });
 }
 
-/** ModelService: what the catalog declares. */
+/** ModelService: what the catalog declares, limited to the models the caller's API key may use. */
 export function createModelService(catalog: Catalog): ServiceImpl<typeof ModelService> {
   return {
-    listModels() {
-      return { models: [...catalog.models.values()].map(toModel) };
+    listModels(_req, ctx) {
+      const principal = ctx.values.get(principalKey);
+      const visible = [...catalog.models.values()].filter((m) => principal?.allows(m.id) ?? true);
+      return { models: visible.map((m) => toModel(m, principal?.lane)) };
     },
-    getModel(req) {
+    getModel(req, ctx) {
       if (req.id === "") throw new InvalidRequestError("id: required");
+      const principal = ctx.values.get(principalKey);
+      principal?.authorizeModel(req.id);
       const model = catalog.models.get(req.id);
       if (!model) throw new ModelNotFoundError(req.id);
-      return { model: toModel(model) };
+      return { model: toModel(model, principal?.lane) };
     },
   };
 }

@@ -1,9 +1,10 @@
 import type http from "node:http";
 import type http2 from "node:http2";
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, createHandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues, createHandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { CatalogModel, Logger } from "@shoal/common";
 import { EmbedRequestSchema, EmbedResponseSchema, InferenceService, VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { principalKey, type Principal } from "./auth.ts";
 import { toConnectError } from "./errors.ts";
 
 type Req = http.IncomingMessage | http2.Http2ServerRequest;
@@ -19,6 +20,11 @@ export interface OpenAiEmbeddingsDeps {
   readonly models: ReadonlyMap<string, CatalogModel>;
   /** Largest request body accepted (SHOAL_MAX_REQUEST_BYTES, as for Connect calls). */
   readonly maxRequestBytes: number;
+  /**
+   * The API key check the Connect routes use (`ApiKeys.authenticate`): the caller, or undefined
+   * when keys are off; throws the typed auth errors. Absent: no check.
+   */
+  readonly authenticate?: (authorization: string | undefined) => Principal | undefined;
   readonly logger: Logger;
 }
 
@@ -60,8 +66,8 @@ export function openAiErrorFrom(err: ConnectError): OpenAiError {
   const status = httpStatus[err.code] ?? 500;
   // Shoal's validation names `inputs[i]`; the OpenAI request calls the field `input`.
   const message = err.rawMessage.replace(/^inputs\b/, "input");
-  const param = /^input\b/.test(message) ? "input" : /^model\b/.test(message) || err.code === Code.NotFound ? "model" : null;
-  const code = err.code === Code.NotFound ? "model_not_found" : (Code[err.code] ?? "unknown").replace(/[A-Z]/g, (c, i: number) => (i > 0 ? "_" : "") + c.toLowerCase());
+  const param = /^input\b/.test(message) ? "input" : /^model\b/.test(message) || err.code === Code.NotFound || err.code === Code.PermissionDenied ? "model" : null;
+  const code = err.code === Code.NotFound ? "model_not_found" : err.code === Code.Unauthenticated ? "invalid_api_key" : (Code[err.code] ?? "unknown").replace(/[A-Z]/g, (c, i: number) => (i > 0 ? "_" : "") + c.toLowerCase());
   return { status, message, type: errorType(status), param, code };
 }
 
@@ -130,13 +136,24 @@ function sendJson(req: Req, res: Res, status: number, body: unknown, headers: Re
   res.writeHead(status, head);
   res.end(json);
   if (req.readableEnded) return;
-  // An oversized body is not worth receiving: close an HTTP/1.1 connection rather than drain it.
-  if (status === 413 && req.httpVersionMajor === 1) res.once("finish", () => req.socket.destroy());
+  // An oversized or unauthenticated body is not worth receiving: close an HTTP/1.1 connection rather than drain it.
+  if ((status === 413 || status === 401) && req.httpVersionMajor === 1) res.once("finish", () => req.socket.destroy());
   else req.resume();
 }
 
 function sendError(req: Req, res: Res, e: OpenAiError, headers: Record<string, string> = {}): void {
   sendJson(req, res, e.status, { error: { message: e.message, type: e.type, param: e.param, code: e.code } }, headers);
+}
+
+/** A mapped error in OpenAI's shape, with the metadata clients act on as headers. */
+function sendConnectError(req: Req, res: Res, err: ConnectError): void {
+  // Backpressure hints travel as headers, which OpenAI SDKs already honour when retrying.
+  const headers: Record<string, string> = {};
+  for (const name of ["retry-after", "retry-after-ms", "www-authenticate"]) {
+    const v = err.metadata.get(name);
+    if (v !== null) headers[name] = v;
+  }
+  sendError(req, res, openAiErrorFrom(err), headers);
 }
 
 /** Request headers as fetch Headers, without HTTP/2 pseudo-headers. */
@@ -157,6 +174,13 @@ export function createOpenAiEmbeddings(deps: OpenAiEmbeddingsDeps): (req: Req, r
   const log = deps.logger.child({ component: "openai" });
 
   async function serve(req: Req, res: Res): Promise<void> {
+    // The key is checked before anything is read, so an unknown caller costs no body.
+    let principal: Principal | undefined;
+    try {
+      principal = deps.authenticate?.(req.headers["authorization"]);
+    } catch (err) {
+      return sendConnectError(req, res, toConnectError(err));
+    }
     if (req.method !== "POST") return sendError(req, res, invalid("use POST", null, "method_not_allowed", 405), { allow: "POST" });
     const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase();
     if (type !== "application/json") {
@@ -201,6 +225,7 @@ export function createOpenAiEmbeddings(deps: OpenAiEmbeddingsDeps): (req: Req, r
       url: req.url ?? OPENAI_EMBEDDINGS_PATH,
       requestSignal: aborted.signal,
       requestHeader: webHeaders(req),
+      contextValues: createContextValues().set(principalKey, principal),
     });
     try {
       const request = create(EmbedRequestSchema, {
@@ -222,13 +247,7 @@ export function createOpenAiEmbeddings(deps: OpenAiEmbeddingsDeps): (req: Req, r
     } catch (err) {
       const mapped = toConnectError(err);
       if (mapped.code === Code.Internal) log.error({ err }, "internal error");
-      // Backpressure hints travel as headers, which OpenAI SDKs already honour when retrying.
-      const headers: Record<string, string> = {};
-      for (const name of ["retry-after", "retry-after-ms"]) {
-        const v = mapped.metadata.get(name);
-        if (v !== null) headers[name] = v;
-      }
-      sendError(req, res, openAiErrorFrom(mapped), headers);
+      sendConnectError(req, res, mapped);
     } finally {
       ctx.abort();
     }

@@ -1,17 +1,18 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
+import { principalKey } from "./auth.ts";
 import type { GatewayMetrics } from "./gateway-metrics.ts";
 
 /**
- * Counts and times every RPC by method, model, lane and final code. Model ids outside the catalog
- * are labelled "unknown" so random names cannot blow up the label set.
+ * Counts and times every RPC by method, model, lane, final code and tenant. Model ids outside the
+ * catalog are labelled "unknown" so random names cannot blow up the label set; tenants come from
+ * the configured API keys ("" when the call has none).
  */
 export function rpcMetrics(metrics: GatewayMetrics, isKnownModel: (id: string) => boolean): Interceptor {
   return (next) => async (req) => {
     const started = performance.now();
     const message = (req.stream ? undefined : req.message) as { model?: unknown; lane?: unknown } | undefined;
     const model = typeof message?.model === "string" ? (isKnownModel(message.model) ? message.model : "unknown") : "";
-    const lane = message?.lane === Lane.BATCH ? "batch" : typeof message?.lane === "number" ? "interactive" : "";
     let code = "ok";
     try {
       return await next(req);
@@ -20,7 +21,11 @@ export function rpcMetrics(metrics: GatewayMetrics, isKnownModel: (id: string) =
       throw err;
     } finally {
       const method = req.method.name;
-      metrics.requests.inc({ method, model, lane, code });
+      const principal = req.contextValues.get(principalKey);
+      // A call that names no lane takes its API key's default lane.
+      const laneField = message?.lane === Lane.UNSPECIFIED ? principal?.lane : message?.lane;
+      const lane = laneField === Lane.BATCH ? "batch" : typeof message?.lane === "number" ? "interactive" : "";
+      metrics.requests.inc({ method, model, lane, code, tenant: principal?.tenant ?? "" });
       metrics.duration.observe({ method, model, code }, (performance.now() - started) / 1000);
     }
   };

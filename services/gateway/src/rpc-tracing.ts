@@ -1,6 +1,7 @@
 import { context, propagation, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { Attr, shoalTracer } from "@shoal/common";
+import { principalKey } from "./auth.ts";
 
 const headerGetter = {
   keys: (h: Headers) => [...h.keys()],
@@ -47,6 +48,8 @@ export function traceRpc(instanceId: string): Interceptor {
       span.setStatus({ code: SpanStatusCode.ERROR, message: e.rawMessage });
       throw err;
     } finally {
+      const tenant = req.contextValues.get(principalKey)?.tenant;
+      if (tenant !== undefined) span.setAttribute(Attr.TENANT, tenant);
       span.end();
     }
   };

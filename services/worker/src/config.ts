@@ -45,7 +45,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
   const workerId = r.string("SHOAL_WORKER_ID", `${hostname()}-${process.pid}`);
   const catalogPath = r.optionalString("SHOAL_CATALOG");
   if (catalogPath === undefined) r.problem("SHOAL_CATALOG: required (path to the model catalog YAML)");
-  const sessionTimeoutMs = r.int("SHOAL_SESSION_TIMEOUT_MS", 10_000, { min: 1_000 });
+  const sessionTimeoutMs = r.int("SHOAL_SESSION_TIMEOUT_MS", 6_000, { min: 1_000 });
   const heartbeatIntervalMs = r.int("SHOAL_HEARTBEAT_INTERVAL_MS", 1_000, { min: 100 });
   if (heartbeatIntervalMs * 3 > sessionTimeoutMs) r.problem("SHOAL_HEARTBEAT_INTERVAL_MS must be at most a third of SHOAL_SESSION_TIMEOUT_MS");
   return r.done({

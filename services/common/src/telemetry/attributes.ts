@@ -27,6 +27,8 @@ export const Attr = {
   INPUTS: "shoal.inputs",
   WORKER_ID: "shoal.worker.id",
   GATEWAY_INSTANCE: "shoal.gateway.instance",
+  /** The API key's tenant (from configuration, so bounded). */
+  TENANT: "shoal.tenant",
   BATCH_ITEMS: "shoal.batch.items",
   BATCH_JOBS: "shoal.batch.jobs",
   BATCH_TOKENS: "shoal.batch.tokens",

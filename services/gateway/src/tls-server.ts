@@ -1,0 +1,88 @@
+import type http from "node:http";
+import http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import type { TLSSocket } from "node:tls";
+import type { DualServer } from "./dual-server.ts";
+
+type Handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => void;
+
+/** PEM certificate chain and private key. */
+export interface TlsMaterial {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+}
+
+/**
+ * One TLS port for every client: ALPN picks h2 (gRPC, Connect over HTTP/2) or http/1.1
+ * (browsers, Connect JSON, gRPC-Web), so no preface sniffing is needed. A plain-text client
+ * fails the TLS handshake and gets nothing.
+ */
+export function createTlsServer(handler: Handler, tls: TlsMaterial): DualServer {
+  // HTTP/1.1 requests in progress per socket, so that close() can cut idle keep-alive connections at once.
+  const busy = new Map<TLSSocket, number>();
+  const track: Handler = (req, res) => {
+    if (req.httpVersionMajor === 1) {
+      const socket = req.socket as TLSSocket;
+      busy.set(socket, (busy.get(socket) ?? 0) + 1);
+      res.once("close", () => {
+        const n = (busy.get(socket) ?? 1) - 1;
+        if (n > 0) busy.set(socket, n);
+        else busy.delete(socket);
+      });
+    }
+    handler(req, res);
+  };
+  const server = http2.createSecureServer(
+    {
+      cert: tls.cert,
+      key: tls.key,
+      allowHTTP1: true,
+      ALPNProtocols: ["h2", "http/1.1"],
+      minVersion: "TLSv1.2",
+      noDelay: true,
+      keepAlive: true,
+    },
+    // With allowHTTP1 the same handler also receives http.IncomingMessage / ServerResponse.
+    track as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
+  );
+  const sockets = new Set<TLSSocket>();
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on("secureConnection", (socket: TLSSocket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
+  server.on("session", (session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+  });
+  // Failed handshakes (plain text, unknown CA on the client side) are the client's problem.
+  server.on("tlsClientError", (_err, socket) => socket.destroy());
+
+  return {
+    listen(port, host) {
+      return new Promise((resolve, reject) => {
+        server.once("error", reject);
+        server.listen(port, host, () => {
+          server.off("error", reject);
+          resolve(server.address() as AddressInfo);
+        });
+      });
+    },
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const session of sessions) session.close();
+      // HTTP/1.1 has no GOAWAY: idle connections are cut now, busy ones after a short grace.
+      const cutIdle = (): void => {
+        for (const socket of sockets) if (socket.alpnProtocol !== "h2" && !busy.has(socket)) socket.destroy();
+      };
+      const deadline = Date.now() + 2_000;
+      cutIdle();
+      while (sockets.size > 0 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 20));
+        cutIdle();
+      }
+      for (const socket of sockets) socket.destroy();
+      await closed;
+    },
+  };
+}
