@@ -23,7 +23,7 @@ import { percentile, raggedRequests } from "./workload.ts";
 
 const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 30);
 const CONCURRENCY = Number(process.env["BENCH_CONCURRENCY"] ?? 16);
-const BATCH_TOKENS = 4_096; // the worker's default SHOAL_BATCH_MAX_TOKENS
+const BATCH_TOKENS = 2_048; // the worker's default SHOAL_BATCH_MAX_TOKENS
 const INTRA_OP = 2;
 
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);

@@ -60,8 +60,24 @@ export function createBatchingProducer(
       await producer.sendBatch({ topicMessages, acks: -1 });
       for (const q of batch) q.resolve();
     } catch (err) {
-      log.warn({ err, records: batch.length }, "produce failed");
-      for (const q of batch) q.reject(err);
+      if (byTopic.size === 1) {
+        log.warn({ err, records: batch.length }, "produce failed");
+        for (const q of batch) q.reject(err);
+        return;
+      }
+      // kafkajs fails a whole request for one bad destination (an invalid or deleted topic, e.g.
+      // the reply topic of a corrupted job record): retry each topic alone, so that only the
+      // records of the bad one fail and the others are not held hostage by it.
+      for (const [topic, messages] of byTopic) {
+        const records = batch.filter((q) => q.topic === topic);
+        try {
+          await producer.sendBatch({ topicMessages: [{ topic, messages }], acks: -1 });
+          for (const q of records) q.resolve();
+        } catch (topicErr) {
+          log.warn({ err: topicErr, topic, records: records.length }, "produce failed");
+          for (const q of records) q.reject(topicErr);
+        }
+      }
     }
   }
 

@@ -7,6 +7,7 @@ import {
   type JobEnvelope,
   type JobResult,
 } from "@shoal/gen/shoal/v1/job_pb.ts";
+import { replyTopic } from "./topics.ts";
 
 /** A Kafka record that is not a valid protobuf message of the expected type. */
 export class RecordDecodeError extends Error {
@@ -18,6 +19,9 @@ export class RecordDecodeError extends Error {
     super(`undecodable ${what}: ${reason}`);
   }
 }
+
+// `shoal.replies.<instance>` (topics.ts) within Kafka's legal topic names (at most 249 of [A-Za-z0-9._-]).
+const REPLY_TOPIC = new RegExp(`^${replyTopic("").replaceAll(".", "\\.")}[A-Za-z0-9._-]{1,${249 - replyTopic("").length}}$`);
 
 export function encodeEnvelope(envelope: JobEnvelope): Uint8Array {
   return toBinary(JobEnvelopeSchema, envelope);
@@ -34,6 +38,12 @@ export function decodeEnvelope(bytes: Uint8Array | null): JobEnvelope {
   }
   if (envelope.jobId === "") throw new RecordDecodeError("JobEnvelope", "missing job_id");
   if (!envelope.replyTo?.topic) throw new RecordDecodeError("JobEnvelope", "missing reply_to");
+  // Results go to a gateway's reply topic and nowhere else: a corrupted or forged record must not
+  // make a worker write into another topic (a jobs topic, say), nor stall its producer on an
+  // illegal topic name.
+  if (!REPLY_TOPIC.test(envelope.replyTo.topic) || envelope.replyTo.partition < 0) {
+    throw new RecordDecodeError("JobEnvelope", "reply_to is not a reply topic partition");
+  }
   return envelope;
 }
 

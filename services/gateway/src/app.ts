@@ -1,4 +1,4 @@
-import { Code, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { createKafka, createKafkaProbe, ensureTopics, loadCatalog, MAX_RECORD_BYTES, poolTopicSpecs, replyTopic, type Logger } from "@shoal/common";
 import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
@@ -33,14 +33,19 @@ export interface GatewayApp {
   stop(): Promise<void>;
 }
 
-/** Maps every error a handler throws to its Connect code, once, at the edge; logs the unexpected. */
-function mapErrors(logger: Logger): Interceptor {
+/** Maps every error a handler throws to its Connect code, once, at the edge; logs the unexpected. Exported for its test. */
+export function mapErrors(logger: Logger): Interceptor {
   const log = logger.child({ component: "rpc" });
   return (next) => async (req) => {
     try {
       return await next(req);
     } catch (err) {
-      const mapped = toConnectError(err);
+      // A caller that resets its HTTP/2 stream aborts the call with the reset code as the reason
+      // (INTERNAL_ERROR reads as Internal): the caller left, nothing failed here.
+      let mapped = toConnectError(err);
+      if (mapped.code === Code.Internal && req.signal.aborted && err === req.signal.reason) {
+        mapped = new ConnectError(`caller went away: ${mapped.rawMessage}`, Code.Canceled);
+      }
       if (mapped.code === Code.Internal) log.error({ err, method: req.method.name }, "internal error");
       throw mapped;
     }

@@ -6,7 +6,7 @@ import * as reflectionV1 from "@shoal/gen/grpc/reflection/v1/reflection_pb.ts";
 import * as reflectionV1alpha from "@shoal/gen/grpc/reflection/v1alpha/reflection_pb.ts";
 import type { ServedLane } from "@shoal/common";
 import { BEARER_TOKEN, hashApiKey, type ApiKeySpec, type RateSpec } from "./api-keys.ts";
-import { PermissionDeniedError, RateLimitedError, UnauthenticatedError } from "./errors.ts";
+import { echo, PermissionDeniedError, RateLimitedError, UnauthenticatedError } from "./errors.ts";
 import { TokenBucket } from "./token-bucket.ts";
 
 /** Who is calling: the tenant of the API key the call presented, and what that key may do. */
@@ -53,7 +53,7 @@ class KeyPrincipal implements Principal {
 
   authorizeModel(model: string): void {
     if (model !== "" && !this.allows(model)) {
-      throw new PermissionDeniedError(`tenant '${this.tenant}' may not use model '${model}' (see ModelService.ListModels)`);
+      throw new PermissionDeniedError(`tenant '${this.tenant}' may not use model '${echo(model)}' (see ModelService.ListModels)`);
     }
   }
 

@@ -1,11 +1,26 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { JobStatus } from "@shoal/gen/shoal/v1/job_pb.ts";
 
+const MAX_ECHO_CHARS = 100;
+
+/**
+ * Replaces unpaired UTF-16 surrogates (possible in JSON strings such as `"\ud800"`) with U+FFFD:
+ * gRPC percent-encodes grpc-message with encodeURIComponent, which throws on them.
+ */
+export function wellFormed(text: string): string {
+  return text.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd");
+}
+
+/** A caller-supplied identifier as error messages quote it: well-formed and at most 100 characters. */
+export function echo(id: string): string {
+  return wellFormed(id.length > MAX_ECHO_CHARS ? `${id.slice(0, MAX_ECHO_CHARS)}…` : id);
+}
+
 /** The request names a model the catalog does not hold. */
 export class ModelNotFoundError extends Error {
   override readonly name = "ModelNotFoundError";
   constructor(readonly model: string) {
-    super(`model '${model}' is not served by this cluster (see ModelService.ListModels)`);
+    super(`model '${echo(model)}' is not served by this cluster (see ModelService.ListModels)`);
   }
 }
 
@@ -89,6 +104,13 @@ const jobStatusCodes: Record<JobStatus, Code> = {
 
 /** The one mapping from Shoal's errors to Connect codes, applied at the edge. */
 export function toConnectError(err: unknown): ConnectError {
+  const mapped = mapError(err);
+  const message = wellFormed(mapped.rawMessage);
+  // (Shoal's errors carry no details, so a rebuilt one loses nothing.)
+  return message === mapped.rawMessage ? mapped : new ConnectError(message, mapped.code, mapped.metadata, undefined, mapped.cause);
+}
+
+function mapError(err: unknown): ConnectError {
   if (err instanceof ConnectError) return err;
   if (err instanceof ModelNotFoundError) return new ConnectError(err.message, Code.NotFound);
   if (err instanceof InvalidRequestError) return new ConnectError(err.message, Code.InvalidArgument);

@@ -3,6 +3,7 @@ import type http2 from "node:http2";
 import { isConsolePath } from "./console-static.ts";
 import type { Cors } from "./cors.ts";
 import { OPENAI_EMBEDDINGS_PATH } from "./openai-embeddings.ts";
+import { clampTimeoutHeaders } from "./timeout-headers.ts";
 
 type Req = http.IncomingMessage | http2.Http2ServerRequest;
 type Res = http.ServerResponse | http2.Http2ServerResponse;
@@ -18,6 +19,9 @@ export interface HttpFrontRoutes {
   readonly connect: Handler;
 }
 
+// gRPC and gRPC-Web with the JSON codec (application/grpc+json, application/grpc-web+json, ...).
+const GRPC_JSON = /^application\/grpc(-web(-text)?)?\+json/i;
+
 /**
  * The gateway's one request handler: CORS (answering preflights) for every path, then the few
  * plain-HTTP routes, then Connect. Connect's adapter only routes POST/GET to RPC paths, so
@@ -29,6 +33,15 @@ export function createHttpFront(routes: HttpFrontRoutes): Handler {
     const pathname = (req.url ?? "/").split("?", 1)[0] ?? "/";
     if (pathname === OPENAI_EMBEDDINGS_PATH) routes.openai(req, res);
     else if (isConsolePath(pathname)) routes.console(req, res);
-    else routes.connect(req, res);
+    else if (GRPC_JSON.test(req.headers["content-type"] ?? "")) {
+      // Connect-ES 2.1 hangs a gRPC call whose error message holds a lone surrogate (its
+      // encodeURIComponent of grpc-message throws), and V8's JSON parse errors quote the body in
+      // a way that can split a surrogate pair. gRPC clients send protobuf; Connect JSON is served.
+      res.writeHead(415, { "content-type": "text/plain", "accept-post": "application/grpc, application/grpc+proto, application/grpc-web, application/grpc-web+proto, application/json, application/proto" });
+      res.end("gRPC and gRPC-Web take the protobuf codec; use application/json for Connect JSON\n");
+    } else {
+      clampTimeoutHeaders(req.headers);
+      routes.connect(req, res);
+    }
   };
 }

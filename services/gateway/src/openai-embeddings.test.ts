@@ -6,6 +6,8 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { createLogger, type CatalogModel } from "@shoal/common";
 import { EmbedResponseSchema, VectorEncoding, type EmbedRequest } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { hashApiKey } from "./api-keys.ts";
+import { ApiKeys, principalKey } from "./auth.ts";
 import { ModelNotFoundError } from "./errors.ts";
 import { createOpenAiEmbeddings, openAiErrorFrom } from "./openai-embeddings.ts";
 
@@ -104,5 +106,52 @@ describe("POST /v1/embeddings over a stand-in Embed (a test double of InferenceS
   test("openAiErrorFrom renames Shoal's `inputs[i]` to OpenAI's `input`", () => {
     const e = openAiErrorFrom(new ConnectError("inputs[1]: empty text", Code.InvalidArgument));
     assert.deepEqual(e, { status: 400, message: "input[1]: empty text", type: "invalid_request_error", param: "input", code: "invalid_argument" });
+  });
+});
+
+describe("POST /v1/embeddings with API keys (stand-in Embed; real HTTP server)", () => {
+  const KEY = "sk-acme-0123456789abcdef";
+  const keys = new ApiKeys([{ tenant: "acme", sha256: hashApiKey(KEY), models: "*", lane: "interactive", source: "test" }]);
+  const tenants: Array<string | undefined> = [];
+  const handler = createOpenAiEmbeddings({
+    embed: async (req, ctx) => {
+      tenants.push(ctx.values.get(principalKey)?.tenant);
+      return create(EmbedResponseSchema, { model: req.model, embeddings: [{ index: 0, float32Le: new Uint8Array(12), tokens: 1 }] });
+    },
+    models: new Map([["m", MODEL]]),
+    maxRequestBytes: 2_048,
+    authenticate: (authorization) => keys.authenticate(authorization),
+    logger: createLogger("test", "silent"),
+  });
+  const server = http.createServer(handler);
+  let url = "";
+  before(async () => {
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/embeddings`;
+  });
+  after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const post = (headers: Record<string, string>, body = JSON.stringify({ model: "m", input: "a" })): Promise<Response> =>
+    fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+
+  test("no key or a wrong key: 401 in OpenAI's shape, before the body is read; the right key reaches Embed with its tenant", async () => {
+    for (const headers of [{}, { authorization: "Bearer sk-wrong-0123456789abcdef" }] as Record<string, string>[]) {
+      const res = await post(headers);
+      assert.equal(res.status, 401);
+      assert.equal(res.headers.get("www-authenticate"), 'Bearer realm="shoal"');
+      const body = (await res.json()) as { error: { type: string; code: string } };
+      assert.deepEqual([body.error.type, body.error.code], ["authentication_error", "invalid_api_key"]);
+    }
+    const ok = await post({ authorization: `Bearer ${KEY}` });
+    assert.equal(ok.status, 200);
+    assert.deepEqual(tenants, ["acme"]);
+  });
+
+  test("the 413 names the limit and its value", async () => {
+    const res = await post({ authorization: `Bearer ${KEY}` }, JSON.stringify({ model: "m", input: "x".repeat(4_000) }));
+    assert.equal(res.status, 413);
+    assert.match(((await res.json()) as { error: { message: string } }).error.message, /exceeds the limit of 2048 bytes/);
   });
 });

@@ -133,11 +133,14 @@ function sendJson(req: Req, res: Res, status: number, body: unknown, headers: Re
   if (res.headersSent || res.destroyed) return;
   const json = JSON.stringify(body);
   const head: Record<string, string> = { "content-type": "application/json", "content-length": String(Buffer.byteLength(json)), ...headers };
+  // An oversized body is not worth receiving: close an HTTP/1.1 connection rather than drain it,
+  // and say so, so that the client does not send its next request on it.
+  const cut = status === 413 && req.httpVersionMajor === 1 && !req.readableEnded;
+  if (cut) head["connection"] = "close";
   res.writeHead(status, head);
   res.end(json);
   if (req.readableEnded) return;
-  // An oversized or unauthenticated body is not worth receiving: close an HTTP/1.1 connection rather than drain it.
-  if ((status === 413 || status === 401) && req.httpVersionMajor === 1) res.once("finish", () => req.socket.destroy());
+  if (cut) res.once("finish", () => req.socket.destroy());
   else req.resume();
 }
 

@@ -25,6 +25,7 @@ export class TokenBucket {
       this.level -= n;
       return 0;
     }
-    return Math.max(1, Math.ceil(((need - this.level) / this.perSecond) * 1000));
+    // Rounded to a microsecond first, so float noise does not add a millisecond.
+    return Math.max(1, Math.ceil(Math.round(((need - this.level) / this.perSecond) * 1e6) / 1e3));
   }
 }

@@ -16,7 +16,12 @@ export interface ResultSink {
 
 export function createResultSink(kafka: Kafka, logger: Logger, workerId: string): ResultSink {
   const log = logger.child({ component: "result-sink" });
-  const producer = createBatchingProducer(kafka, logger, { name: "result-producer" });
+  // Short client-level retries: this sink's own loop retries with backoff, and a long kafkajs retry
+  // on one bad reply topic would hold up every other result behind it.
+  const producer = createBatchingProducer(kafka, logger, {
+    name: "result-producer",
+    retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 },
+  });
   let stopping = false;
 
   return {

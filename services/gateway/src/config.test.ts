@@ -1,0 +1,83 @@
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, test } from "node:test";
+import { ConfigError } from "@shoal/common";
+import { hashApiKey } from "./api-keys.ts";
+import { loadGatewayConfig } from "./config.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "shoal-gw-config-"));
+const BASE = { SHOAL_CATALOG: join(dir, "catalog.yaml") };
+
+function problems(env: Record<string, string>): string {
+  try {
+    loadGatewayConfig({ ...BASE, ...env });
+  } catch (err) {
+    assert.ok(err instanceof ConfigError);
+    return err.problems.join("\n");
+  }
+  return assert.fail("expected a ConfigError");
+}
+
+/** A self-signed certificate and its key, made by the openssl CLI. */
+function selfSigned(name: string): { cert: string; key: string } {
+  const cert = join(dir, `${name}.crt`);
+  const key = join(dir, `${name}.key`);
+  execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost"], { stdio: "ignore" });
+  return { cert, key };
+}
+
+let hasOpenssl = true;
+try {
+  execFileSync("openssl", ["version"], { stdio: "ignore" });
+} catch {
+  hasOpenssl = false;
+}
+
+describe("gateway configuration: API keys and TLS", () => {
+  test("API keys from the env var and a YAML file are merged; only hashes are kept", () => {
+    const file = join(dir, "keys.yaml");
+    writeFileSync(file, `keys:\n  - tenant: acme\n    key: sk-acme-0123456789abcdef\n    models: [m1]\n    requestsPerSecond: 5\n`);
+    const config = loadGatewayConfig({ ...BASE, SHOAL_API_KEYS: "ops=sk-ops-0123456789abcdef;lane=batch", SHOAL_API_KEYS_FILE: file });
+    assert.deepEqual(config.apiKeys.map((k) => k.tenant), ["ops", "acme"]);
+    assert.deepEqual(config.apiKeys[1]!.sha256, hashApiKey("sk-acme-0123456789abcdef"));
+    assert.equal(JSON.stringify(config).includes("sk-acme"), false);
+    assert.equal(loadGatewayConfig(BASE).apiKeys.length, 0);
+    // JSON is YAML too.
+    const json = join(dir, "keys.json");
+    writeFileSync(json, JSON.stringify({ keys: [{ tenant: "j", key: "sk-json-0123456789abcdef", models: "*" }] }));
+    assert.equal(loadGatewayConfig({ ...BASE, SHOAL_API_KEYS_FILE: json }).apiKeys[0]!.tenant, "j");
+  });
+
+  test("every problem at once: a missing TLS key file, an unreadable keys file, a bad inline key", () => {
+    const text = problems({
+      SHOAL_TLS_CERT_FILE: join(dir, "nope.crt"),
+      SHOAL_API_KEYS_FILE: join(dir, "missing.yaml"),
+      SHOAL_API_KEYS: "acme=tooshort",
+      SHOAL_PORT: "x",
+    });
+    assert.match(text, /SHOAL_TLS_CERT_FILE and SHOAL_TLS_KEY_FILE: set both/);
+    assert.match(text, /SHOAL_TLS_CERT_FILE=.*nope.crt: cannot read \(ENOENT\)/);
+    assert.match(text, /SHOAL_API_KEYS_FILE=.*missing.yaml: cannot read \(ENOENT\)/);
+    assert.match(text, /SHOAL_API_KEYS\[0\]\.key: expected at least 16 characters/);
+    assert.match(text, /SHOAL_PORT=x: expected an integer/);
+  });
+
+  test("TLS: a matching pair loads; garbage, a mismatched key and YAML errors are reported", { skip: !hasOpenssl && "openssl CLI not found" }, () => {
+    const a = selfSigned("a");
+    const b = selfSigned("b");
+    const ok = loadGatewayConfig({ ...BASE, SHOAL_TLS_CERT_FILE: a.cert, SHOAL_TLS_KEY_FILE: a.key });
+    assert.match(ok.tls!.cert.toString(), /BEGIN CERTIFICATE/);
+    const garbage = join(dir, "garbage.pem");
+    writeFileSync(garbage, "not pem");
+    const badYaml = join(dir, "bad.yaml");
+    writeFileSync(badYaml, "keys: [\n");
+    assert.match(problems({ SHOAL_TLS_CERT_FILE: a.cert, SHOAL_TLS_KEY_FILE: b.key }), /SHOAL_TLS_KEY_FILE=.*b.key: does not match the certificate/);
+    const text = problems({ SHOAL_TLS_CERT_FILE: garbage, SHOAL_TLS_KEY_FILE: garbage, SHOAL_API_KEYS_FILE: badYaml });
+    assert.match(text, /SHOAL_TLS_CERT_FILE=.*garbage.pem: not a PEM certificate/);
+    assert.match(text, /SHOAL_TLS_KEY_FILE=.*garbage.pem: not an unencrypted PEM private key/);
+    assert.match(text, /SHOAL_API_KEYS_FILE=.*bad.yaml: not valid YAML or JSON/);
+  });
+});
