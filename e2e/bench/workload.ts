@@ -1,3 +1,4 @@
+import { mulberry32 } from "@shoal/models";
 import type { TextTokenizer } from "@shoal/worker/runtime/text-tokenizer";
 
 const WORDS = (
@@ -6,17 +7,6 @@ const WORDS = (
   "groups near coral reefs tokenizer splits words into pieces contract review agents call nine small models"
 ).split(" ");
 
-/** Deterministic PRNG (mulberry32) so every run replays the same workload. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A text of exactly `tokens` tokens (special tokens included) for this tokenizer, or the closest below. */
 export function textOfTokens(tokenizer: TextTokenizer, tokens: number, rand: () => number): { text: string; tokens: number } {
@@ -38,7 +28,7 @@ export function raggedRequests(
   tokenizer: TextTokenizer,
   opts: { count: number; perRequest: number; minTokens: number; maxTokens: number; seed: number },
 ): { texts: string[]; tokens: number[] }[] {
-  const rand = prng(opts.seed);
+  const rand = mulberry32(opts.seed); // deterministic: every run replays the same workload
   return Array.from({ length: opts.count }, () => {
     const texts: string[] = [];
     const tokens: number[] = [];

@@ -1,8 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { createServer } from "node:net";
 import { join } from "node:path";
-import { KAFKA_SH, mustRun, run, step } from "./shell.ts";
+import { KAFKA_SH, mustRun, portIsFree, run, step } from "./shell.ts";
 
 /** A throwaway Kafka broker for one test or benchmark run. */
 export interface ScratchBroker {
@@ -11,15 +10,6 @@ export interface ScratchBroker {
   pause(): Promise<void>;
   resume(): Promise<void>;
   stop(): Promise<void>;
-}
-
-/** Resolves whether nothing listens on 127.0.0.1:port. */
-function portIsFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once("error", () => resolve(false));
-    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
-  });
 }
 
 /**

@@ -1,8 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { REPO_ROOT, mustRun, run, step } from "./shell.ts";
+import { portIsFree, REPO_ROOT, mustRun, run, step } from "./shell.ts";
 
 const JAEGER_SH = join(REPO_ROOT, "infra/jaeger/jaeger.sh");
 
@@ -13,14 +12,6 @@ export interface ScratchJaeger {
   /** Query API base, e.g. `${queryUrl}/api/traces/<id>`. */
   readonly queryUrl: string;
   stop(): Promise<void>;
-}
-
-function portIsFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once("error", () => resolve(false));
-    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
-  });
 }
 
 /** Starts a Jaeger on a free block of six ports (query ±, health, metrics, OTLP gRPC/HTTP). */

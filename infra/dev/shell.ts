@@ -1,5 +1,6 @@
 import { spawn, type SpawnOptions } from "node:child_process";
 import { readdir } from "node:fs/promises";
+import { createServer } from "node:net";
 import { join, relative, resolve } from "node:path";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "../..");
@@ -35,4 +36,13 @@ export async function findFiles(dir: string, suffix: string): Promise<string[]> 
     else if (entry.name.endsWith(suffix)) out.push(relative(REPO_ROOT, path));
   }
   return out.sort();
+}
+
+/** Resolves whether nothing listens on 127.0.0.1:port. */
+export function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
 }

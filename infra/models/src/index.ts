@@ -19,3 +19,4 @@ export {
 export type { PretrainedOptions } from './pretrained.ts';
 export { ensurePythonEnv, PythonCommandError, pythonEnvDir, requirementLines, runLogged } from './python-env.ts';
 export type { PythonEnv, PythonEnvOptions } from './python-env.ts';
+export { mulberry32 } from './prng.ts';
