@@ -9,7 +9,7 @@
  * SHOAL_TRACING=1 (also start Jaeger on 127.0.0.1:16686 and export every span to it).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream } from "node:fs";
+import { createWriteStream, existsSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -23,6 +23,11 @@ const preset = process.env["SHOAL_MODEL_PRESET"];
 const runDir = join(REPO_ROOT, ".shoal");
 const logDir = join(runDir, "logs");
 await mkdir(logDir, { recursive: true });
+
+if (!existsSync(join(REPO_ROOT, "services/console/dist/index.html"))) {
+  step("web console (served at /console/; built once)");
+  await mustRun("npm", ["run", "build", "-w", "services/console"]);
+}
 
 step(`Kafka broker on 127.0.0.1:${kafkaPort}`);
 await mustRun("bash", [KAFKA_SH, "start"], { env: { ...process.env, KAFKA_PORT: kafkaPort } });
@@ -99,6 +104,7 @@ try {
   console.log(`
 Shoal is up.
   gateway   http://127.0.0.1:${port}  (Connect, gRPC and gRPC-Web on one port)
+  console   http://127.0.0.1:${port}/console/
   kafka     127.0.0.1:${kafkaPort}
   metrics   http://127.0.0.1:${port}/metrics, worker(s) http://127.0.0.1:9464/metrics ...
   traces    ${tracing ? "Jaeger query API http://127.0.0.1:16686/api/traces?service=shoal-gateway" : "off (SHOAL_TRACING=1 npm start to turn on)"}
