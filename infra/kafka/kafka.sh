@@ -4,8 +4,11 @@
 # KRaft mode (broker and controller in one JVM), bound to 127.0.0.1, run from
 # the Maven Central jars (no Docker, no tarball). Several brokers can run at
 # once as long as each has its own KAFKA_PORT (the data dir is keyed by it).
+# By default each broker is a one-node cluster; KAFKA_NODE_ID,
+# KAFKA_CONTROLLER_QUORUM and KAFKA_CLUSTER_ID make several of them one
+# replicated cluster (start its nodes together: the quorum needs a majority).
 #
-#   kafka.sh fetch|start|wait|stop|status|reset|help
+#   kafka.sh fetch|start|wait|stop|kill|status|reset|help
 #
 # See README.md next to this file for the environment variables and paths.
 set -euo pipefail
@@ -29,6 +32,16 @@ KAFKA_HEAP="${KAFKA_HEAP:-512m}"
 KAFKA_WAIT_S="${KAFKA_WAIT_S:-60}"
 KAFKA_STOP_S="${KAFKA_STOP_S:-20}"
 KAFKA_OPTS="${KAFKA_OPTS:-}" # extra JVM flags for the broker, word-split
+# Replicated cluster (all optional; the defaults are a one-node cluster):
+# KAFKA_NODE_ID, KAFKA_CONTROLLER_QUORUM (controller.quorum.voters, e.g.
+# 1@127.0.0.1:20001,2@127.0.0.1:20003,3@127.0.0.1:20005: every node of a
+# cluster gets the same list, and each node is a broker and a voter),
+# KAFKA_CLUSTER_ID (one id formatted into every node's data dir), and
+# KAFKA_REPLICATION_FACTOR / KAFKA_MIN_ISR (default: the number of voters, at
+# most 3, and one less than that, at least 1).
+KAFKA_NODE_ID="${KAFKA_NODE_ID:-1}"
+KAFKA_CONTROLLER_QUORUM="${KAFKA_CONTROLLER_QUORUM:-$KAFKA_NODE_ID@127.0.0.1:$KAFKA_CONTROLLER_PORT}"
+KAFKA_CLUSTER_ID="${KAFKA_CLUSTER_ID:-}"
 
 # Anchor a relative data dir to the caller's cwd: log.dirs and the pid check
 # must see one absolute path whatever cwd later commands run from. (No symlink
@@ -36,6 +49,7 @@ KAFKA_OPTS="${KAFKA_OPTS:-}" # extra JVM flags for the broker, word-split
 [[ $KAFKA_DATA_DIR == /* ]] || KAFKA_DATA_DIR="$PWD/$KAFKA_DATA_DIR"
 KAFKA_DATA_DIR="${KAFKA_DATA_DIR%/}"
 readonly KAFKA_PORT KAFKA_CONTROLLER_PORT KAFKA_DATA_DIR KAFKA_HEAP KAFKA_WAIT_S KAFKA_STOP_S KAFKA_OPTS
+readonly KAFKA_NODE_ID KAFKA_CONTROLLER_QUORUM KAFKA_CLUSTER_ID
 
 readonly PROPS="$KAFKA_DATA_DIR/server.properties"
 readonly PID_FILE="$KAFKA_DATA_DIR/kafka.pid"
@@ -56,6 +70,27 @@ is_port "$KAFKA_CONTROLLER_PORT" || die "KAFKA_CONTROLLER_PORT must be a port nu
 [[ $KAFKA_PORT != "$KAFKA_CONTROLLER_PORT" ]] || die "KAFKA_PORT and KAFKA_CONTROLLER_PORT must differ"
 [[ $KAFKA_WAIT_S =~ ^[0-9]+$ ]] || die "KAFKA_WAIT_S must be whole seconds, got '$KAFKA_WAIT_S'"
 [[ $KAFKA_STOP_S =~ ^[0-9]+$ ]] || die "KAFKA_STOP_S must be whole seconds, got '$KAFKA_STOP_S'"
+[[ $KAFKA_NODE_ID =~ ^[0-9]+$ ]] || die "KAFKA_NODE_ID must be a whole number, got '$KAFKA_NODE_ID'"
+[[ $KAFKA_CONTROLLER_QUORUM =~ ^[0-9]+@[^,@:]+:[0-9]+(,[0-9]+@[^,@:]+:[0-9]+)*$ ]] ||
+  die "KAFKA_CONTROLLER_QUORUM must look like 1@127.0.0.1:9093,2@127.0.0.1:9095, got '$KAFKA_CONTROLLER_QUORUM'"
+[[ ",$KAFKA_CONTROLLER_QUORUM," == *",$KAFKA_NODE_ID@127.0.0.1:$KAFKA_CONTROLLER_PORT,"* ]] ||
+  die "KAFKA_CONTROLLER_QUORUM must list this node as $KAFKA_NODE_ID@127.0.0.1:$KAFKA_CONTROLLER_PORT, got '$KAFKA_CONTROLLER_QUORUM'"
+# Kafka's own ids: 16 bytes in URL-safe base64 without padding (a leading '-'
+# would read as an option to StorageTool).
+[[ -z $KAFKA_CLUSTER_ID || $KAFKA_CLUSTER_ID =~ ^[A-Za-z0-9_][A-Za-z0-9_-]{21}$ ]] ||
+  die "KAFKA_CLUSTER_ID must be a Kafka cluster id (22 URL-safe base64 characters), got '$KAFKA_CLUSTER_ID'"
+_voters="${KAFKA_CONTROLLER_QUORUM//[!,]/}"
+_voters=$((${#_voters} + 1))
+KAFKA_REPLICATION_FACTOR="${KAFKA_REPLICATION_FACTOR:-$((_voters < 3 ? _voters : 3))}"
+if ! [[ $KAFKA_REPLICATION_FACTOR =~ ^[1-9][0-9]*$ ]] || ((KAFKA_REPLICATION_FACTOR > _voters)); then
+  die "KAFKA_REPLICATION_FACTOR must be 1..$_voters (the nodes in KAFKA_CONTROLLER_QUORUM), got '$KAFKA_REPLICATION_FACTOR'"
+fi
+KAFKA_MIN_ISR="${KAFKA_MIN_ISR:-$((KAFKA_REPLICATION_FACTOR > 1 ? KAFKA_REPLICATION_FACTOR - 1 : 1))}"
+if ! [[ $KAFKA_MIN_ISR =~ ^[1-9][0-9]*$ ]] || ((KAFKA_MIN_ISR > KAFKA_REPLICATION_FACTOR)); then
+  die "KAFKA_MIN_ISR must be 1..$KAFKA_REPLICATION_FACTOR (KAFKA_REPLICATION_FACTOR), got '$KAFKA_MIN_ISR'"
+fi
+unset _voters
+readonly KAFKA_REPLICATION_FACTOR KAFKA_MIN_ISR
 
 # Wall-clock microseconds now ($EPOCHREALTIME without its locale-dependent
 # decimal separator); $SECONDS only ticks whole seconds, too coarse for a 3 s wait.
@@ -182,6 +217,10 @@ render_properties() {
   text="${text//@KAFKA_PORT@/"$KAFKA_PORT"}"
   text="${text//@KAFKA_CONTROLLER_PORT@/"$KAFKA_CONTROLLER_PORT"}"
   text="${text//@KAFKA_DATA_DIR@/"$KAFKA_DATA_DIR"}"
+  text="${text//@KAFKA_NODE_ID@/"$KAFKA_NODE_ID"}"
+  text="${text//@KAFKA_CONTROLLER_QUORUM@/"$KAFKA_CONTROLLER_QUORUM"}"
+  text="${text//@KAFKA_REPLICATION_FACTOR@/"$KAFKA_REPLICATION_FACTOR"}"
+  text="${text//@KAFKA_MIN_ISR@/"$KAFKA_MIN_ISR"}"
   [[ $text != *@KAFKA_*@* ]] || die "unreplaced placeholder in server.properties.template"
   printf '%s\n' "$text" >"$PROPS.tmp"
   mv -- "$PROPS.tmp" "$PROPS"
@@ -191,9 +230,11 @@ render_properties() {
 # written by format, and `--ignore-formatted` would make it a no-op anyway.
 ensure_formatted() {
   [[ -f $META_FILE ]] && return 0
-  local id
-  id="$(storage_tool random-uuid)" || die "StorageTool random-uuid failed"
-  [[ $id =~ ^[A-Za-z0-9_-]{22}$ ]] || die "unexpected cluster id from StorageTool: '$id'"
+  local id="$KAFKA_CLUSTER_ID"
+  if [[ -z $id ]]; then
+    id="$(storage_tool random-uuid)" || die "StorageTool random-uuid failed"
+    [[ $id =~ ^[A-Za-z0-9_-]{22}$ ]] || die "unexpected cluster id from StorageTool: '$id'"
+  fi
   log "formatting $KAFKA_DATA_DIR/logs (cluster id $id)"
   storage_tool format -t "$id" -c "$PROPS" --ignore-formatted >/dev/null ||
     die "StorageTool format failed"
@@ -273,6 +314,9 @@ cmd_start() {
   cmd_fetch
   render_properties
   ensure_formatted
+  if [[ -n $KAFKA_CLUSTER_ID && "$(cluster_id)" != "$KAFKA_CLUSTER_ID" ]]; then
+    die "$KAFKA_DATA_DIR/logs belongs to cluster $(cluster_id), not KAFKA_CLUSTER_ID=$KAFKA_CLUSTER_ID (reset it?)"
+  fi
   launch
   log "started pid $(<"$PID_FILE"), data $KAFKA_DATA_DIR, log $SERVER_LOG"
   cmd_wait
@@ -352,6 +396,28 @@ cmd_stop() {
   log "stopped pid $pid in $(elapsed "$t0")s"
 }
 
+# ---------------------------------------------------------------------- kill
+
+# SIGKILL, no shutdown hook: a crash as the rest of a replicated cluster sees it
+# (for outage tests). The data dir is kept; `start` recovers it.
+cmd_kill() {
+  local pid t0
+  t0="$(now_us)"
+  if ! pid="$(running_pid)"; then
+    rm -f -- "$PID_FILE"
+    log "not running (data $KAFKA_DATA_DIR)"
+    return 0
+  fi
+  kill -KILL "$pid" 2>/dev/null || true
+  # Dead once it is a zombie (or gone): how soon it is reaped is up to its
+  # parent (init, or a container's pid 1: that took over a second here).
+  local deadline=$((t0 + 5000000))
+  while running_pid >/dev/null && (($(now_us) < deadline)); do sleep 0.05; done
+  running_pid >/dev/null && die "pid $pid survived SIGKILL"
+  rm -f -- "$PID_FILE"
+  log "killed pid $pid (SIGKILL) in $(elapsed "$t0")s"
+}
+
 # -------------------------------------------------------------------- status
 
 cmd_status() {
@@ -400,12 +466,16 @@ usage: $(basename -- "$0") <command>
   start   fetch if needed, format, start the broker in the background, wait until ready
   wait    wait until the broker answers (KAFKA_WAIT_S, default 60 s)
   stop    stop the broker (SIGTERM, SIGKILL after KAFKA_STOP_S, default 20 s)
+  kill    SIGKILL the broker at once (a crash, for outage tests; data is kept)
   status  print running / not running (exit 0 / 3)
   reset   stop and delete the data dir
 
 env: KAFKA_PORT=$KAFKA_PORT KAFKA_CONTROLLER_PORT=$KAFKA_CONTROLLER_PORT KAFKA_HEAP=$KAFKA_HEAP
      KAFKA_DATA_DIR=$KAFKA_DATA_DIR
      SHOAL_CACHE=$CACHE_ROOT
+cluster: KAFKA_NODE_ID=$KAFKA_NODE_ID KAFKA_CONTROLLER_QUORUM=$KAFKA_CONTROLLER_QUORUM
+     KAFKA_CLUSTER_ID=${KAFKA_CLUSTER_ID:-(random at format)}
+     KAFKA_REPLICATION_FACTOR=$KAFKA_REPLICATION_FACTOR KAFKA_MIN_ISR=$KAFKA_MIN_ISR
 EOF
 }
 
@@ -416,6 +486,7 @@ main() {
     start) cmd_start ;;
     wait) cmd_wait ;;
     stop) cmd_stop ;;
+    kill) cmd_kill ;;
     status) cmd_status ;;
     reset) cmd_reset ;;
     help | -h | --help) usage ;;

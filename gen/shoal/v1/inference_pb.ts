@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file shoal/v1/inference.proto.
  */
 export const file_shoal_v1_inference: GenFile = /*@__PURE__*/
-  fileDesc("ChhzaG9hbC92MS9pbmZlcmVuY2UucHJvdG8SCHNob2FsLnYxInQKDEVtYmVkUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZpbnB1dHMYAiADKAkSJwoHb3B0aW9ucxgDIAEoCzIWLnNob2FsLnYxLkVtYmVkT3B0aW9ucxIcCgRsYW5lGAQgASgOMg4uc2hvYWwudjEuTGFuZSJyCgxFbWJlZE9wdGlvbnMSFgoJbm9ybWFsaXplGAEgASgISACIAQESEAoIdHJ1bmNhdGUYAiABKAgSKgoIZW5jb2RpbmcYAyABKA4yGC5zaG9hbC52MS5WZWN0b3JFbmNvZGluZ0IMCgpfbm9ybWFsaXplIokBCg1FbWJlZFJlc3BvbnNlEg0KBW1vZGVsGAEgASgJEicKCmVtYmVkZGluZ3MYAiADKAsyEy5zaG9hbC52MS5FbWJlZGRpbmcSHgoFdXNhZ2UYAyABKAsyDy5zaG9hbC52MS5Vc2FnZRIgCgZ0aW1pbmcYBCABKAsyEC5zaG9hbC52MS5UaW1pbmciYQoJRW1iZWRkaW5nEg0KBWluZGV4GAEgASgNEg4KBnZhbHVlcxgCIAMoAhISCgpmbG9hdDMyX2xlGAUgASgMEg4KBnRva2VucxgDIAEoDRIRCgl0cnVuY2F0ZWQYBCABKAgqbAoOVmVjdG9yRW5jb2RpbmcSHwobVkVDVE9SX0VOQ09ESU5HX1VOU1BFQ0lGSUVEEAASGQoVVkVDVE9SX0VOQ09ESU5HX0ZMT0FUEAESHgoaVkVDVE9SX0VOQ09ESU5HX0ZMT0FUMzJfTEUQAjJMChBJbmZlcmVuY2VTZXJ2aWNlEjgKBUVtYmVkEhYuc2hvYWwudjEuRW1iZWRSZXF1ZXN0Ghcuc2hvYWwudjEuRW1iZWRSZXNwb25zZWIGcHJvdG8z", [file_shoal_v1_common]);
+  fileDesc("ChhzaG9hbC92MS9pbmZlcmVuY2UucHJvdG8SCHNob2FsLnYxInQKDEVtYmVkUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZpbnB1dHMYAiADKAkSJwoHb3B0aW9ucxgDIAEoCzIWLnNob2FsLnYxLkVtYmVkT3B0aW9ucxIcCgRsYW5lGAQgASgOMg4uc2hvYWwudjEuTGFuZSJyCgxFbWJlZE9wdGlvbnMSFgoJbm9ybWFsaXplGAEgASgISACIAQESEAoIdHJ1bmNhdGUYAiABKAgSKgoIZW5jb2RpbmcYAyABKA4yGC5zaG9hbC52MS5WZWN0b3JFbmNvZGluZ0IMCgpfbm9ybWFsaXplIokBCg1FbWJlZFJlc3BvbnNlEg0KBW1vZGVsGAEgASgJEicKCmVtYmVkZGluZ3MYAiADKAsyEy5zaG9hbC52MS5FbWJlZGRpbmcSHgoFdXNhZ2UYAyABKAsyDy5zaG9hbC52MS5Vc2FnZRIgCgZ0aW1pbmcYBCABKAsyEC5zaG9hbC52MS5UaW1pbmciYQoJRW1iZWRkaW5nEg0KBWluZGV4GAEgASgNEg4KBnZhbHVlcxgCIAMoAhISCgpmbG9hdDMyX2xlGAUgASgMEg4KBnRva2VucxgDIAEoDRIRCgl0cnVuY2F0ZWQYBCABKAgiqAEKDVJlcmFua1JlcXVlc3QSDQoFbW9kZWwYASABKAkSDQoFcXVlcnkYAiABKAkSEQoJZG9jdW1lbnRzGAMgAygJEhIKBXRvcF9rGAQgASgNSACIAQESEAoIdHJ1bmNhdGUYBSABKAgSGAoQcmV0dXJuX2RvY3VtZW50cxgGIAEoCBIcCgRsYW5lGAcgASgOMg4uc2hvYWwudjEuTGFuZUIICgZfdG9wX2siigEKDlJlcmFua1Jlc3BvbnNlEg0KBW1vZGVsGAEgASgJEicKB3Jlc3VsdHMYAiADKAsyFi5zaG9hbC52MS5SZXJhbmtSZXN1bHQSHgoFdXNhZ2UYAyABKAsyDy5zaG9hbC52MS5Vc2FnZRIgCgZ0aW1pbmcYBCABKAsyEC5zaG9hbC52MS5UaW1pbmciYQoMUmVyYW5rUmVzdWx0Eg0KBWluZGV4GAEgASgNEg0KBXNjb3JlGAIgASgCEhAKCGRvY3VtZW50GAMgASgJEg4KBnRva2VucxgEIAEoDRIRCgl0cnVuY2F0ZWQYBSABKAgifgoPQ2xhc3NpZnlSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg4KBmlucHV0cxgCIAMoCRISCgV0b3BfaxgDIAEoDUgAiAEBEhAKCHRydW5jYXRlGAQgASgIEhwKBGxhbmUYBSABKA4yDi5zaG9hbC52MS5MYW5lQggKBl90b3BfayKWAQoQQ2xhc3NpZnlSZXNwb25zZRINCgVtb2RlbBgBIAEoCRIxCg9jbGFzc2lmaWNhdGlvbnMYAiADKAsyGC5zaG9hbC52MS5DbGFzc2lmaWNhdGlvbhIeCgV1c2FnZRgDIAEoCzIPLnNob2FsLnYxLlVzYWdlEiAKBnRpbWluZxgEIAEoCzIQLnNob2FsLnYxLlRpbWluZyJoCg5DbGFzc2lmaWNhdGlvbhINCgVpbmRleBgBIAEoDRIkCgZsYWJlbHMYAiADKAsyFC5zaG9hbC52MS5MYWJlbFNjb3JlEg4KBnRva2VucxgDIAEoDRIRCgl0cnVuY2F0ZWQYBCABKAgiKgoKTGFiZWxTY29yZRINCgVsYWJlbBgBIAEoCRINCgVzY29yZRgCIAEoAipsCg5WZWN0b3JFbmNvZGluZxIfChtWRUNUT1JfRU5DT0RJTkdfVU5TUEVDSUZJRUQQABIZChVWRUNUT1JfRU5DT0RJTkdfRkxPQVQQARIeChpWRUNUT1JfRU5DT0RJTkdfRkxPQVQzMl9MRRACMswBChBJbmZlcmVuY2VTZXJ2aWNlEjgKBUVtYmVkEhYuc2hvYWwudjEuRW1iZWRSZXF1ZXN0Ghcuc2hvYWwudjEuRW1iZWRSZXNwb25zZRI7CgZSZXJhbmsSFy5zaG9hbC52MS5SZXJhbmtSZXF1ZXN0Ghguc2hvYWwudjEuUmVyYW5rUmVzcG9uc2USQQoIQ2xhc3NpZnkSGS5zaG9hbC52MS5DbGFzc2lmeVJlcXVlc3QaGi5zaG9hbC52MS5DbGFzc2lmeVJlc3BvbnNlYgZwcm90bzM", [file_shoal_v1_common]);
 
 /**
  * @generated from message shoal.v1.EmbedRequest
@@ -168,6 +168,281 @@ export const EmbeddingSchema: GenMessage<Embedding> = /*@__PURE__*/
   messageDesc(file_shoal_v1_inference, 3);
 
 /**
+ * @generated from message shoal.v1.RerankRequest
+ */
+export type RerankRequest = Message<"shoal.v1.RerankRequest"> & {
+  /**
+   * A TASK_RERANK model id.
+   *
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * Non-empty.
+   *
+   * @generated from field: string query = 2;
+   */
+  query: string;
+
+  /**
+   * Documents to score against the query: at least one, each non-empty.
+   *
+   * @generated from field: repeated string documents = 3;
+   */
+  documents: string[];
+
+  /**
+   * Return only the best top_k results. Unset or 0: all of them.
+   *
+   * @generated from field: optional uint32 top_k = 4;
+   */
+  topK?: number | undefined;
+
+  /**
+   * Cut (query, document) pairs longer than the model's max sequence length (the document
+   * is cut first) instead of rejecting them with INVALID_ARGUMENT. Default false.
+   *
+   * @generated from field: bool truncate = 5;
+   */
+  truncate: boolean;
+
+  /**
+   * Copy each document's text into its result.
+   *
+   * @generated from field: bool return_documents = 6;
+   */
+  returnDocuments: boolean;
+
+  /**
+   * @generated from field: shoal.v1.Lane lane = 7;
+   */
+  lane: Lane;
+};
+
+/**
+ * Describes the message shoal.v1.RerankRequest.
+ * Use `create(RerankRequestSchema)` to create a new message.
+ */
+export const RerankRequestSchema: GenMessage<RerankRequest> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_inference, 4);
+
+/**
+ * @generated from message shoal.v1.RerankResponse
+ */
+export type RerankResponse = Message<"shoal.v1.RerankResponse"> & {
+  /**
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * Highest score first; ties keep document order.
+   *
+   * @generated from field: repeated shoal.v1.RerankResult results = 2;
+   */
+  results: RerankResult[];
+
+  /**
+   * @generated from field: shoal.v1.Usage usage = 3;
+   */
+  usage?: Usage | undefined;
+
+  /**
+   * @generated from field: shoal.v1.Timing timing = 4;
+   */
+  timing?: Timing | undefined;
+};
+
+/**
+ * Describes the message shoal.v1.RerankResponse.
+ * Use `create(RerankResponseSchema)` to create a new message.
+ */
+export const RerankResponseSchema: GenMessage<RerankResponse> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_inference, 5);
+
+/**
+ * @generated from message shoal.v1.RerankResult
+ */
+export type RerankResult = Message<"shoal.v1.RerankResult"> & {
+  /**
+   * Position of the document in the request.
+   *
+   * @generated from field: uint32 index = 1;
+   */
+  index: number;
+
+  /**
+   * Relevance: the model's activated logit (sigmoid: 0..1), higher is more relevant.
+   *
+   * @generated from field: float score = 2;
+   */
+  score: number;
+
+  /**
+   * The document, when return_documents was set.
+   *
+   * @generated from field: string document = 3;
+   */
+  document: string;
+
+  /**
+   * Tokens of the (query, document) pair, special tokens included, after truncation.
+   *
+   * @generated from field: uint32 tokens = 4;
+   */
+  tokens: number;
+
+  /**
+   * @generated from field: bool truncated = 5;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message shoal.v1.RerankResult.
+ * Use `create(RerankResultSchema)` to create a new message.
+ */
+export const RerankResultSchema: GenMessage<RerankResult> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_inference, 6);
+
+/**
+ * @generated from message shoal.v1.ClassifyRequest
+ */
+export type ClassifyRequest = Message<"shoal.v1.ClassifyRequest"> & {
+  /**
+   * A TASK_CLASSIFY model id.
+   *
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * Texts to classify: at least one, each non-empty.
+   *
+   * @generated from field: repeated string inputs = 2;
+   */
+  inputs: string[];
+
+  /**
+   * Return only the top_k labels of each text. Unset or 0: every label.
+   *
+   * @generated from field: optional uint32 top_k = 3;
+   */
+  topK?: number | undefined;
+
+  /**
+   * Cut inputs longer than the model's max sequence length instead of rejecting them.
+   *
+   * @generated from field: bool truncate = 4;
+   */
+  truncate: boolean;
+
+  /**
+   * @generated from field: shoal.v1.Lane lane = 5;
+   */
+  lane: Lane;
+};
+
+/**
+ * Describes the message shoal.v1.ClassifyRequest.
+ * Use `create(ClassifyRequestSchema)` to create a new message.
+ */
+export const ClassifyRequestSchema: GenMessage<ClassifyRequest> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_inference, 7);
+
+/**
+ * @generated from message shoal.v1.ClassifyResponse
+ */
+export type ClassifyResponse = Message<"shoal.v1.ClassifyResponse"> & {
+  /**
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * One per input, in input order.
+   *
+   * @generated from field: repeated shoal.v1.Classification classifications = 2;
+   */
+  classifications: Classification[];
+
+  /**
+   * @generated from field: shoal.v1.Usage usage = 3;
+   */
+  usage?: Usage | undefined;
+
+  /**
+   * @generated from field: shoal.v1.Timing timing = 4;
+   */
+  timing?: Timing | undefined;
+};
+
+/**
+ * Describes the message shoal.v1.ClassifyResponse.
+ * Use `create(ClassifyResponseSchema)` to create a new message.
+ */
+export const ClassifyResponseSchema: GenMessage<ClassifyResponse> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_inference, 8);
+
+/**
+ * @generated from message shoal.v1.Classification
+ */
+export type Classification = Message<"shoal.v1.Classification"> & {
+  /**
+   * @generated from field: uint32 index = 1;
+   */
+  index: number;
+
+  /**
+   * Highest score first. Single-label models: softmax probabilities summing to 1;
+   * multi-label models: an independent sigmoid per label.
+   *
+   * @generated from field: repeated shoal.v1.LabelScore labels = 2;
+   */
+  labels: LabelScore[];
+
+  /**
+   * @generated from field: uint32 tokens = 3;
+   */
+  tokens: number;
+
+  /**
+   * @generated from field: bool truncated = 4;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message shoal.v1.Classification.
+ * Use `create(ClassificationSchema)` to create a new message.
+ */
+export const ClassificationSchema: GenMessage<Classification> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_inference, 9);
+
+/**
+ * @generated from message shoal.v1.LabelScore
+ */
+export type LabelScore = Message<"shoal.v1.LabelScore"> & {
+  /**
+   * @generated from field: string label = 1;
+   */
+  label: string;
+
+  /**
+   * @generated from field: float score = 2;
+   */
+  score: number;
+};
+
+/**
+ * Describes the message shoal.v1.LabelScore.
+ * Use `create(LabelScoreSchema)` to create a new message.
+ */
+export const LabelScoreSchema: GenMessage<LabelScore> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_inference, 10);
+
+/**
  * How an Embedding carries its vector.
  *
  * @generated from enum shoal.v1.VectorEncoding
@@ -217,6 +492,26 @@ export const InferenceService: GenService<{
     methodKind: "unary";
     input: typeof EmbedRequestSchema;
     output: typeof EmbedResponseSchema;
+  },
+  /**
+   * Scores documents against a query with a cross-encoder; results sorted by score.
+   *
+   * @generated from rpc shoal.v1.InferenceService.Rerank
+   */
+  rerank: {
+    methodKind: "unary";
+    input: typeof RerankRequestSchema;
+    output: typeof RerankResponseSchema;
+  },
+  /**
+   * Assigns label probabilities to texts with a sequence classifier.
+   *
+   * @generated from rpc shoal.v1.InferenceService.Classify
+   */
+  classify: {
+    methodKind: "unary";
+    input: typeof ClassifyRequestSchema;
+    output: typeof ClassifyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_shoal_v1_inference, 0);

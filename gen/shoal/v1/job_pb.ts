@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file shoal/v1/job.proto.
  */
 export const file_shoal_v1_job: GenFile = /*@__PURE__*/
-  fileDesc("ChJzaG9hbC92MS9qb2IucHJvdG8SCHNob2FsLnYxIvIBCgtKb2JFbnZlbG9wZRIOCgZqb2JfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSGAoQZGVhZGxpbmVfdW5peF9tcxgDIAEoAxIYChBlbnF1ZXVlZF91bml4X21zGAQgASgDEiMKCHJlcGx5X3RvGAUgASgLMhEuc2hvYWwudjEuUmVwbHlUbxIPCgdhdHRlbXB0GAYgASgNEhwKBGxhbmUYByABKA4yDi5zaG9hbC52MS5MYW5lEg4KBnRlbmFudBgIIAEoCRIkCgVlbWJlZBgQIAEoCzITLnNob2FsLnYxLkVtYmVkVGFza0gAQgYKBHRhc2siKwoHUmVwbHlUbxINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUiQAoJRW1iZWRUYXNrEg4KBmlucHV0cxgBIAMoCRIRCglub3JtYWxpemUYAiABKAgSEAoIdHJ1bmNhdGUYAyABKAgizgEKCUpvYlJlc3VsdBIOCgZqb2JfaWQYASABKAkSIwoGc3RhdHVzGAIgASgOMhMuc2hvYWwudjEuSm9iU3RhdHVzEg8KB21lc3NhZ2UYAyABKAkSEQoJd29ya2VyX2lkGAQgASgJEg8KB2F0dGVtcHQYBSABKA0SJQoHdGltaW5ncxgGIAEoCzIULnNob2FsLnYxLkpvYlRpbWluZ3MSJgoFZW1iZWQYECABKAsyFS5zaG9hbC52MS5FbWJlZE91dHB1dEgAQggKBm91dHB1dCJ0CgpKb2JUaW1pbmdzEhAKCHF1ZXVlX21zGAEgASgBEhMKC3Rva2VuaXplX21zGAIgASgBEhQKDGluZmVyZW5jZV9tcxgDIAEoARITCgtiYXRjaF9pdGVtcxgEIAEoDRIUCgxiYXRjaF90b2tlbnMYBSABKA0iWwoLRW1iZWRPdXRwdXQSEgoKZGltZW5zaW9ucxgBIAEoDRIPCgd2ZWN0b3JzGAIgASgMEhQKDHRva2VuX2NvdW50cxgDIAMoDRIRCgl0cnVuY2F0ZWQYBCADKA0iNQoJSm9iQ2FuY2VsEg4KBmpvYl9pZBgBIAEoCRIYChBkZWFkbGluZV91bml4X21zGAIgASgDKokCCglKb2JTdGF0dXMSGgoWSk9CX1NUQVRVU19VTlNQRUNJRklFRBAAEhEKDUpPQl9TVEFUVVNfT0sQARIfChtKT0JfU1RBVFVTX0lOVkFMSURfQVJHVU1FTlQQAhIYChRKT0JfU1RBVFVTX05PVF9GT1VORBADEiAKHEpPQl9TVEFUVVNfREVBRExJTkVfRVhDRUVERUQQBBIhCh1KT0JfU1RBVFVTX1JFU09VUkNFX0VYSEFVU1RFRBAFEhoKFkpPQl9TVEFUVVNfVU5BVkFJTEFCTEUQBhIXChNKT0JfU1RBVFVTX0lOVEVSTkFMEAcSGAoUSk9CX1NUQVRVU19DQU5DRUxMRUQQCGIGcHJvdG8z", [file_shoal_v1_common]);
+  fileDesc("ChJzaG9hbC92MS9qb2IucHJvdG8SCHNob2FsLnYxIsYCCgtKb2JFbnZlbG9wZRIOCgZqb2JfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSGAoQZGVhZGxpbmVfdW5peF9tcxgDIAEoAxIYChBlbnF1ZXVlZF91bml4X21zGAQgASgDEiMKCHJlcGx5X3RvGAUgASgLMhEuc2hvYWwudjEuUmVwbHlUbxIPCgdhdHRlbXB0GAYgASgNEhwKBGxhbmUYByABKA4yDi5zaG9hbC52MS5MYW5lEg4KBnRlbmFudBgIIAEoCRIkCgVlbWJlZBgQIAEoCzITLnNob2FsLnYxLkVtYmVkVGFza0gAEiYKBnJlcmFuaxgRIAEoCzIULnNob2FsLnYxLlJlcmFua1Rhc2tIABIqCghjbGFzc2lmeRgSIAEoCzIWLnNob2FsLnYxLkNsYXNzaWZ5VGFza0gAQgYKBHRhc2siKwoHUmVwbHlUbxINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUiQAoJRW1iZWRUYXNrEg4KBmlucHV0cxgBIAMoCRIRCglub3JtYWxpemUYAiABKAgSEAoIdHJ1bmNhdGUYAyABKAgiQAoKUmVyYW5rVGFzaxINCgVxdWVyeRgBIAEoCRIRCglkb2N1bWVudHMYAiADKAkSEAoIdHJ1bmNhdGUYAyABKAgiMAoMQ2xhc3NpZnlUYXNrEg4KBmlucHV0cxgBIAMoCRIQCgh0cnVuY2F0ZRgCIAEoCCL4AQoJSm9iUmVzdWx0Eg4KBmpvYl9pZBgBIAEoCRIjCgZzdGF0dXMYAiABKA4yEy5zaG9hbC52MS5Kb2JTdGF0dXMSDwoHbWVzc2FnZRgDIAEoCRIRCgl3b3JrZXJfaWQYBCABKAkSDwoHYXR0ZW1wdBgFIAEoDRIlCgd0aW1pbmdzGAYgASgLMhQuc2hvYWwudjEuSm9iVGltaW5ncxImCgVlbWJlZBgQIAEoCzIVLnNob2FsLnYxLkVtYmVkT3V0cHV0SAASKAoGc2NvcmVzGBEgASgLMhYuc2hvYWwudjEuU2NvcmVzT3V0cHV0SABCCAoGb3V0cHV0InQKCkpvYlRpbWluZ3MSEAoIcXVldWVfbXMYASABKAESEwoLdG9rZW5pemVfbXMYAiABKAESFAoMaW5mZXJlbmNlX21zGAMgASgBEhMKC2JhdGNoX2l0ZW1zGAQgASgNEhQKDGJhdGNoX3Rva2VucxgFIAEoDSJbCgtFbWJlZE91dHB1dBISCgpkaW1lbnNpb25zGAEgASgNEg8KB3ZlY3RvcnMYAiABKAwSFAoMdG9rZW5fY291bnRzGAMgAygNEhEKCXRydW5jYXRlZBgEIAMoDSJaCgxTY29yZXNPdXRwdXQSEQoJcGVyX2lucHV0GAEgASgNEg4KBnNjb3JlcxgCIAEoDBIUCgx0b2tlbl9jb3VudHMYAyADKA0SEQoJdHJ1bmNhdGVkGAQgAygNIjUKCUpvYkNhbmNlbBIOCgZqb2JfaWQYASABKAkSGAoQZGVhZGxpbmVfdW5peF9tcxgCIAEoAyqJAgoJSm9iU3RhdHVzEhoKFkpPQl9TVEFUVVNfVU5TUEVDSUZJRUQQABIRCg1KT0JfU1RBVFVTX09LEAESHwobSk9CX1NUQVRVU19JTlZBTElEX0FSR1VNRU5UEAISGAoUSk9CX1NUQVRVU19OT1RfRk9VTkQQAxIgChxKT0JfU1RBVFVTX0RFQURMSU5FX0VYQ0VFREVEEAQSIQodSk9CX1NUQVRVU19SRVNPVVJDRV9FWEhBVVNURUQQBRIaChZKT0JfU1RBVFVTX1VOQVZBSUxBQkxFEAYSFwoTSk9CX1NUQVRVU19JTlRFUk5BTBAHEhgKFEpPQl9TVEFUVVNfQ0FOQ0VMTEVEEAhiBnByb3RvMw", [file_shoal_v1_common]);
 
 /**
  * What the gateway writes to a pool's jobs topic: one record per request.
@@ -81,6 +81,18 @@ export type JobEnvelope = Message<"shoal.v1.JobEnvelope"> & {
      */
     value: EmbedTask;
     case: "embed";
+  } | {
+    /**
+     * @generated from field: shoal.v1.RerankTask rerank = 17;
+     */
+    value: RerankTask;
+    case: "rerank";
+  } | {
+    /**
+     * @generated from field: shoal.v1.ClassifyTask classify = 18;
+     */
+    value: ClassifyTask;
+    case: "classify";
   } | { case: undefined; value?: undefined };
 };
 
@@ -143,6 +155,57 @@ export const EmbedTaskSchema: GenMessage<EmbedTask> = /*@__PURE__*/
   messageDesc(file_shoal_v1_job, 2);
 
 /**
+ * One query against N documents: the worker scores each (query, document) pair.
+ *
+ * @generated from message shoal.v1.RerankTask
+ */
+export type RerankTask = Message<"shoal.v1.RerankTask"> & {
+  /**
+   * @generated from field: string query = 1;
+   */
+  query: string;
+
+  /**
+   * @generated from field: repeated string documents = 2;
+   */
+  documents: string[];
+
+  /**
+   * @generated from field: bool truncate = 3;
+   */
+  truncate: boolean;
+};
+
+/**
+ * Describes the message shoal.v1.RerankTask.
+ * Use `create(RerankTaskSchema)` to create a new message.
+ */
+export const RerankTaskSchema: GenMessage<RerankTask> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_job, 3);
+
+/**
+ * @generated from message shoal.v1.ClassifyTask
+ */
+export type ClassifyTask = Message<"shoal.v1.ClassifyTask"> & {
+  /**
+   * @generated from field: repeated string inputs = 1;
+   */
+  inputs: string[];
+
+  /**
+   * @generated from field: bool truncate = 2;
+   */
+  truncate: boolean;
+};
+
+/**
+ * Describes the message shoal.v1.ClassifyTask.
+ * Use `create(ClassifyTaskSchema)` to create a new message.
+ */
+export const ClassifyTaskSchema: GenMessage<ClassifyTask> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_job, 4);
+
+/**
  * @generated from message shoal.v1.JobResult
  */
 export type JobResult = Message<"shoal.v1.JobResult"> & {
@@ -189,6 +252,12 @@ export type JobResult = Message<"shoal.v1.JobResult"> & {
      */
     value: EmbedOutput;
     case: "embed";
+  } | {
+    /**
+     * @generated from field: shoal.v1.ScoresOutput scores = 17;
+     */
+    value: ScoresOutput;
+    case: "scores";
   } | { case: undefined; value?: undefined };
 };
 
@@ -197,7 +266,7 @@ export type JobResult = Message<"shoal.v1.JobResult"> & {
  * Use `create(JobResultSchema)` to create a new message.
  */
 export const JobResultSchema: GenMessage<JobResult> = /*@__PURE__*/
-  messageDesc(file_shoal_v1_job, 3);
+  messageDesc(file_shoal_v1_job, 5);
 
 /**
  * @generated from message shoal.v1.JobTimings
@@ -238,7 +307,7 @@ export type JobTimings = Message<"shoal.v1.JobTimings"> & {
  * Use `create(JobTimingsSchema)` to create a new message.
  */
 export const JobTimingsSchema: GenMessage<JobTimings> = /*@__PURE__*/
-  messageDesc(file_shoal_v1_job, 4);
+  messageDesc(file_shoal_v1_job, 6);
 
 /**
  * @generated from message shoal.v1.EmbedOutput
@@ -276,7 +345,48 @@ export type EmbedOutput = Message<"shoal.v1.EmbedOutput"> & {
  * Use `create(EmbedOutputSchema)` to create a new message.
  */
 export const EmbedOutputSchema: GenMessage<EmbedOutput> = /*@__PURE__*/
-  messageDesc(file_shoal_v1_job, 5);
+  messageDesc(file_shoal_v1_job, 7);
+
+/**
+ * Rerank and classify results: per input (document or text) `per_input` activated scores
+ * (rerank: 1; classify: one per label, in the model's label order).
+ *
+ * @generated from message shoal.v1.ScoresOutput
+ */
+export type ScoresOutput = Message<"shoal.v1.ScoresOutput"> & {
+  /**
+   * @generated from field: uint32 per_input = 1;
+   */
+  perInput: number;
+
+  /**
+   * count * per_input little-endian float32, row-major, in input order.
+   *
+   * @generated from field: bytes scores = 2;
+   */
+  scores: Uint8Array;
+
+  /**
+   * Tokens per input (the whole pair for rerank) after truncation.
+   *
+   * @generated from field: repeated uint32 token_counts = 3;
+   */
+  tokenCounts: number[];
+
+  /**
+   * Indexes of inputs that were truncated.
+   *
+   * @generated from field: repeated uint32 truncated = 4;
+   */
+  truncated: number[];
+};
+
+/**
+ * Describes the message shoal.v1.ScoresOutput.
+ * Use `create(ScoresOutputSchema)` to create a new message.
+ */
+export const ScoresOutputSchema: GenMessage<ScoresOutput> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_job, 8);
 
 /**
  * What a gateway writes to its pool's cancel topic when a call ends (caller cancelled, or the
@@ -304,7 +414,7 @@ export type JobCancel = Message<"shoal.v1.JobCancel"> & {
  * Use `create(JobCancelSchema)` to create a new message.
  */
 export const JobCancelSchema: GenMessage<JobCancel> = /*@__PURE__*/
-  messageDesc(file_shoal_v1_job, 6);
+  messageDesc(file_shoal_v1_job, 9);
 
 /**
  * Outcome of a job, as written by a worker to the job's reply topic.

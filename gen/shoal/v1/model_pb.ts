@@ -2,8 +2,8 @@
 // @generated from file shoal/v1/model.proto (package shoal.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Lane, Task } from "./common_pb.ts";
 import { file_shoal_v1_common } from "./common_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file shoal/v1/model.proto.
  */
 export const file_shoal_v1_model: GenFile = /*@__PURE__*/
-  fileDesc("ChRzaG9hbC92MS9tb2RlbC5wcm90bxIIc2hvYWwudjEiEwoRTGlzdE1vZGVsc1JlcXVlc3QiNQoSTGlzdE1vZGVsc1Jlc3BvbnNlEh8KBm1vZGVscxgBIAMoCzIPLnNob2FsLnYxLk1vZGVsIh0KD0dldE1vZGVsUmVxdWVzdBIKCgJpZBgBIAEoCSIyChBHZXRNb2RlbFJlc3BvbnNlEh4KBW1vZGVsGAEgASgLMg8uc2hvYWwudjEuTW9kZWwisQEKBU1vZGVsEgoKAmlkGAEgASgJEhwKBHRhc2sYAiABKA4yDi5zaG9hbC52MS5UYXNrEhIKCmRpbWVuc2lvbnMYAyABKA0SGwoTbWF4X3NlcXVlbmNlX2xlbmd0aBgEIAEoDRIMCgRwb29sGAUgASgJEhkKEW5vcm1hbGl6ZV9kZWZhdWx0GAYgASgIEiQKDGRlZmF1bHRfbGFuZRgHIAEoDjIOLnNob2FsLnYxLkxhbmUymgEKDE1vZGVsU2VydmljZRJHCgpMaXN0TW9kZWxzEhsuc2hvYWwudjEuTGlzdE1vZGVsc1JlcXVlc3QaHC5zaG9hbC52MS5MaXN0TW9kZWxzUmVzcG9uc2USQQoIR2V0TW9kZWwSGS5zaG9hbC52MS5HZXRNb2RlbFJlcXVlc3QaGi5zaG9hbC52MS5HZXRNb2RlbFJlc3BvbnNlYgZwcm90bzM", [file_shoal_v1_common]);
+  fileDesc("ChRzaG9hbC92MS9tb2RlbC5wcm90bxIIc2hvYWwudjEiEwoRTGlzdE1vZGVsc1JlcXVlc3QiNQoSTGlzdE1vZGVsc1Jlc3BvbnNlEh8KBm1vZGVscxgBIAMoCzIPLnNob2FsLnYxLk1vZGVsIh0KD0dldE1vZGVsUmVxdWVzdBIKCgJpZBgBIAEoCSIyChBHZXRNb2RlbFJlc3BvbnNlEh4KBW1vZGVsGAEgASgLMg8uc2hvYWwudjEuTW9kZWwiwQIKBU1vZGVsEgoKAmlkGAEgASgJEhwKBHRhc2sYAiABKA4yDi5zaG9hbC52MS5UYXNrEhIKCmRpbWVuc2lvbnMYAyABKA0SGwoTbWF4X3NlcXVlbmNlX2xlbmd0aBgEIAEoDRIMCgRwb29sGAUgASgJEhkKEW5vcm1hbGl6ZV9kZWZhdWx0GAYgASgIEiQKDGRlZmF1bHRfbGFuZRgHIAEoDjIOLnNob2FsLnYxLkxhbmUSDgoGbGFiZWxzGAggAygJEg4KBnBpbm5lZBgJIAEoCBIUCgxtZW1vcnlfYnl0ZXMYCiABKAQSKAoIcmVwbGljYXMYCyADKAsyFi5zaG9hbC52MS5Nb2RlbFJlcGxpY2ESEgoKbG9hZF9jb3VudBgMIAEoBBIaChJsYXN0X2NvbGRfc3RhcnRfbXMYDSABKAEiegoMTW9kZWxSZXBsaWNhEhEKCXdvcmtlcl9pZBgBIAEoCRInCgVzdGF0ZRgCIAEoDjIYLnNob2FsLnYxLlJlc2lkZW5jeVN0YXRlEhIKCmxvYWRfY291bnQYAyABKAQSGgoSbGFzdF9jb2xkX3N0YXJ0X21zGAQgASgBKsEBCg5SZXNpZGVuY3lTdGF0ZRIfChtSRVNJREVOQ1lfU1RBVEVfVU5TUEVDSUZJRUQQABIbChdSRVNJREVOQ1lfU1RBVEVfTE9BRElORxABEhwKGFJFU0lERU5DWV9TVEFURV9SRVNJREVOVBACEhoKFlJFU0lERU5DWV9TVEFURV9GQUlMRUQQAxIaChZSRVNJREVOQ1lfU1RBVEVfUVVFVUVEEAQSGwoXUkVTSURFTkNZX1NUQVRFX0VWSUNURUQQBTKaAQoMTW9kZWxTZXJ2aWNlEkcKCkxpc3RNb2RlbHMSGy5zaG9hbC52MS5MaXN0TW9kZWxzUmVxdWVzdBocLnNob2FsLnYxLkxpc3RNb2RlbHNSZXNwb25zZRJBCghHZXRNb2RlbBIZLnNob2FsLnYxLkdldE1vZGVsUmVxdWVzdBoaLnNob2FsLnYxLkdldE1vZGVsUmVzcG9uc2ViBnByb3RvMw", [file_shoal_v1_common]);
 
 /**
  * @generated from message shoal.v1.ListModelsRequest
@@ -126,6 +126,49 @@ export type Model = Message<"shoal.v1.Model"> & {
    * @generated from field: shoal.v1.Lane default_lane = 7;
    */
   defaultLane: Lane;
+
+  /**
+   * Label names of a TASK_CLASSIFY model, in logit order.
+   *
+   * @generated from field: repeated string labels = 8;
+   */
+  labels: string[];
+
+  /**
+   * Kept resident on every worker of its pool once loaded (catalog `pinned`).
+   *
+   * @generated from field: bool pinned = 9;
+   */
+  pinned: boolean;
+
+  /**
+   * Estimated resident memory per worker, bytes.
+   *
+   * @generated from field: uint64 memory_bytes = 10;
+   */
+  memoryBytes: bigint;
+
+  /**
+   * Where the model is loaded right now, one entry per worker that holds, loads or awaits it
+   * (evicted copies are not listed).
+   *
+   * @generated from field: repeated shoal.v1.ModelReplica replicas = 11;
+   */
+  replicas: ModelReplica[];
+
+  /**
+   * Loads across the cluster's live workers since they started.
+   *
+   * @generated from field: uint64 load_count = 12;
+   */
+  loadCount: bigint;
+
+  /**
+   * The most recent cold start (load) on any worker, milliseconds; 0 when never loaded.
+   *
+   * @generated from field: double last_cold_start_ms = 13;
+   */
+  lastColdStartMs: number;
 };
 
 /**
@@ -134,6 +177,89 @@ export type Model = Message<"shoal.v1.Model"> & {
  */
 export const ModelSchema: GenMessage<Model> = /*@__PURE__*/
   messageDesc(file_shoal_v1_model, 4);
+
+/**
+ * One worker's copy of a model.
+ *
+ * @generated from message shoal.v1.ModelReplica
+ */
+export type ModelReplica = Message<"shoal.v1.ModelReplica"> & {
+  /**
+   * @generated from field: string worker_id = 1;
+   */
+  workerId: string;
+
+  /**
+   * @generated from field: shoal.v1.ResidencyState state = 2;
+   */
+  state: ResidencyState;
+
+  /**
+   * @generated from field: uint64 load_count = 3;
+   */
+  loadCount: bigint;
+
+  /**
+   * @generated from field: double last_cold_start_ms = 4;
+   */
+  lastColdStartMs: number;
+};
+
+/**
+ * Describes the message shoal.v1.ModelReplica.
+ * Use `create(ModelReplicaSchema)` to create a new message.
+ */
+export const ModelReplicaSchema: GenMessage<ModelReplica> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_model, 5);
+
+/**
+ * Where a model stands on one worker.
+ *
+ * @generated from enum shoal.v1.ResidencyState
+ */
+export enum ResidencyState {
+  /**
+   * @generated from enum value: RESIDENCY_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: RESIDENCY_STATE_LOADING = 1;
+   */
+  LOADING = 1,
+
+  /**
+   * @generated from enum value: RESIDENCY_STATE_RESIDENT = 2;
+   */
+  RESIDENT = 2,
+
+  /**
+   * The last load failed; the next job retries it.
+   *
+   * @generated from enum value: RESIDENCY_STATE_FAILED = 3;
+   */
+  FAILED = 3,
+
+  /**
+   * Demanded, waiting for room under the memory budget (every idle model is in use).
+   *
+   * @generated from enum value: RESIDENCY_STATE_QUEUED = 4;
+   */
+  QUEUED = 4,
+
+  /**
+   * Was loaded, evicted since (or being unloaded); listed so its load history stays visible.
+   *
+   * @generated from enum value: RESIDENCY_STATE_EVICTED = 5;
+   */
+  EVICTED = 5,
+}
+
+/**
+ * Describes the enum shoal.v1.ResidencyState.
+ */
+export const ResidencyStateSchema: GenEnum<ResidencyState> = /*@__PURE__*/
+  enumDesc(file_shoal_v1_model, 0);
 
 /**
  * Describes the models the cluster serves.
