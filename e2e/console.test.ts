@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import http from "node:http";
@@ -92,6 +93,16 @@ describe("web console and browser access (real Chromium, real stack)", () => {
     await page.locator(`#models-table tbody tr[data-model="${model}"]`).waitFor({ timeout: 15_000 });
     assert.equal(await page.locator('[data-field="gateway"] .value').textContent(), "reachable");
     assert.equal(await page.locator("#embed-model").inputValue(), model);
+    // Cluster at a glance (ClusterService.GetCluster): the worker, its memory bar, the pool's lanes.
+    await page.locator("#workers-table tbody tr[data-worker]").first().waitFor({ timeout: 15_000 });
+    assert.match((await page.locator("#workers-table tbody tr[data-worker] td").first().textContent()) ?? "", new RegExp(cluster.pool));
+    assert.equal(await page.locator("#workers-table tbody tr[data-worker] .mem .bar").count(), 1);
+    assert.equal(await page.locator(`#lanes-table tr[data-pool="${cluster.pool}"] td.lag`).count(), 2, "interactive and batch lag");
+    assert.equal(await page.locator("#cluster-unavailable").count(), 0);
+    assert.equal(await page.locator('[data-field="workers"] .value').textContent(), "1");
+    // No rerank or classify models here: their panels say so instead of offering an empty picker.
+    assert.equal(await page.locator("#rerank-empty").isVisible(), true);
+    assert.equal(await page.locator("#classify-empty").isVisible(), true);
 
     await page.locator("#embed-texts").fill(TEXTS.join("\n"));
     await page.locator("#embed-button").click();
@@ -106,6 +117,10 @@ describe("web console and browser access (real Chromium, real stack)", () => {
     // The gateway's timing headers reached the page (same origin) and the glance panel.
     assert.notEqual(await page.locator('[data-field="last-embed"] .value').textContent(), "—");
     assert.match((await page.locator('[data-field="worker"] .value').textContent()) ?? "", new RegExp(cluster.pool));
+
+    // The model's row shows where it is loaded (it served the Embed above) and its cold start.
+    const replicas = page.locator(`#models-table tbody tr[data-model="${model}"] td.replicas`);
+    await replicas.filter({ hasText: "resident" }).waitFor({ timeout: 15_000 });
 
     await mkdir(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS, "console.png"), fullPage: true });
@@ -181,6 +196,170 @@ describe("web console and browser access (real Chromium, real stack)", () => {
     assert.deepEqual(result.models, [model]);
     assert.equal(result.dims, dims);
     assert.ok(Number(result.totalMs) > 0, "the exposed shoal-total-ms header is readable cross-origin");
+    await page.close();
+  });
+});
+
+describe("console try-it panels for Rerank and Classify (real Chromium, real stack)", () => {
+  const EMBED = "shoal-tiny-embed";
+  const RERANK = "shoal-tiny-rerank";
+  const CLASSIFY = "shoal-tiny-classify";
+  let cluster: TestCluster;
+  let context: BrowserContext;
+  let profile: string;
+  before(async () => {
+    profile = await mkdtemp(join(tmpdir(), "shoal-chromium-"));
+    context = await launchBrowser(profile);
+    cluster = await startCluster({ presets: ["tiny", "tiny-rerank", "tiny-classify"], workerEnv: { SHOAL_STATUS_INTERVAL_MS: "500" } });
+  });
+  after(async () => {
+    await context?.close();
+    await cluster?.stop();
+    if (profile) await rm(profile, { recursive: true, force: true });
+  });
+
+  test("pickers offer only the models of their task; Rerank ranks the documents, Classify draws label bars", async () => {
+    const page: Page = await context.newPage();
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    page.on("console", (m) => (m.type() === "error" ? errors.push(m.text()) : undefined));
+    await page.goto(`${cluster.urls[0]!}/console/`);
+    await page.locator(`#models-table tbody tr[data-model="${CLASSIFY}"]`).waitFor({ timeout: 15_000 });
+    const options = (id: string): Promise<string[]> => page.locator(`#${id} option`).evaluateAll((os) => os.map((o) => o.getAttribute("value") ?? ""));
+    assert.deepEqual(await options("embed-model"), [EMBED]);
+    assert.deepEqual(await options("rerank-model"), [RERANK]);
+    assert.deepEqual(await options("classify-model"), [CLASSIFY]);
+    assert.equal(await page.locator("#rerank-empty").isVisible(), false);
+
+    const documents = ["A cat sleeps on the warm windowsill.", "Quarterly revenue grew by twelve percent.", "Kittens nap in the afternoon sun."];
+    await page.locator("#rerank-query").fill("Where do cats like to nap?");
+    await page.locator("#rerank-docs").fill(documents.join("\n"));
+    await page.locator("#rerank-button").click();
+    await page.locator("#rerank-results li").nth(documents.length - 1).waitFor({ timeout: 30_000 });
+    assert.equal(await page.locator("#rerank-error").textContent(), "");
+    const ranked = await page.locator("#rerank-results li").evaluateAll((items) =>
+      items.map((li) => ({ index: Number(li.getAttribute("data-index")), score: Number(li.getAttribute("data-score")), text: li.querySelector(".doc")?.textContent ?? "" })),
+    );
+    assert.deepEqual(ranked.map((r) => r.index).sort(), [0, 1, 2], "every document once");
+    for (let i = 1; i < ranked.length; i++) assert.ok(ranked[i - 1]!.score >= ranked[i]!.score, "highest score first");
+    for (const r of ranked) {
+      assert.ok(r.score > 0 && r.score < 1, "sigmoid scores");
+      assert.equal(r.text, documents[r.index], "the document's own text");
+    }
+    assert.equal(await page.locator("#rerank-results li .score-bar .fill").count(), documents.length);
+
+    const texts = ["I love this, it works perfectly!", "Terrible service, I want a refund."];
+    await page.locator("#classify-texts").fill(texts.join("\n"));
+    await page.locator("#classify-button").click();
+    await page.locator("#classify-results .classification").nth(texts.length - 1).waitFor({ timeout: 30_000 });
+    assert.equal(await page.locator("#classify-error").textContent(), "");
+    for (let i = 0; i < texts.length; i++) {
+      const rows = page.locator(`#classify-results .classification[data-index="${i}"] .label-row`);
+      const labels = await rows.evaluateAll((rs) => rs.map((r) => ({ label: r.getAttribute("data-label"), score: Number(r.getAttribute("data-score")) })));
+      assert.deepEqual(labels.map((l) => l.label).sort(), ["negative", "neutral", "positive"]);
+      for (let j = 1; j < labels.length; j++) assert.ok(labels[j - 1]!.score >= labels[j]!.score, "highest score first");
+      assert.ok(Math.abs(labels.reduce((sum, l) => sum + l.score, 0) - 1) < 1e-3, "softmax sums to 1");
+    }
+    assert.match((await page.locator('[data-field="last-embed"] .hint').textContent()) ?? "", /^Classify/);
+
+    // Both models are now resident on the worker: chips in the workers table, replicas in the models table.
+    await page.locator(`#workers-table .chip[data-model="${RERANK}"][data-state="resident"]`).waitFor({ timeout: 15_000 });
+    await page.locator(`#workers-table .chip[data-model="${CLASSIFY}"][data-state="resident"]`).waitFor({ timeout: 15_000 });
+    await page.locator(`#models-table tbody tr[data-model="${RERANK}"] td.replicas`).filter({ hasText: "resident" }).waitFor({ timeout: 15_000 });
+
+    await mkdir(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, "console-scores.png"), fullPage: true });
+    assert.deepEqual(errors, []);
+    await page.close();
+  });
+});
+
+describe("console against a gateway that requires API keys (real Chromium, real stack)", () => {
+  const KEY = `sk-console-${randomBytes(12).toString("hex")}`;
+  const model = "shoal-tiny-embed";
+  let cluster: TestCluster;
+  let context: BrowserContext;
+  let profile: string;
+  before(async () => {
+    profile = await mkdtemp(join(tmpdir(), "shoal-chromium-"));
+    context = await launchBrowser(profile);
+    // The key may use the one model served; the console must send it on every call.
+    cluster = await startCluster({ gatewayEnv: { SHOAL_API_KEYS: `console=${KEY};models=${model}` } });
+  });
+  after(async () => {
+    await context?.close();
+    await cluster?.stop();
+    if (profile) await rm(profile, { recursive: true, force: true });
+  });
+
+  test("without a key ListModels fails visibly; with the key (password field, show/hide, sessionStorage) the models appear", async () => {
+    const page: Page = await context.newPage();
+    const pageErrors: string[] = [];
+    const consoleLines: string[] = [];
+    page.on("pageerror", (e) => pageErrors.push(e.message));
+    page.on("console", (m) => consoleLines.push(m.text()));
+    await page.goto(`${cluster.urls[0]!}/console/`);
+
+    // No key: Unauthenticated, said in words, and no models.
+    const status = page.locator("#api-key-status");
+    await status.filter({ hasText: "required" }).waitFor({ timeout: 15_000 });
+    assert.equal(await status.getAttribute("data-tone"), "bad");
+    assert.equal(await page.locator("#status-text").textContent(), "API key required");
+    assert.match((await page.locator('[data-field="gateway"] .hint').textContent()) ?? "", /requires an API key/);
+    assert.equal(await page.locator("#models-table tbody tr").count(), 0);
+
+    const input = page.locator("#api-key-input");
+    assert.equal(await input.getAttribute("type"), "password");
+    // A wrong key is rejected (and the gateway's reason is shown, never the key).
+    await input.fill("sk-console-not-the-key-0000");
+    await input.press("Enter");
+    await status.filter({ hasText: "rejected" }).waitFor({ timeout: 15_000 });
+    assert.match((await page.locator('[data-field="gateway"] .hint').textContent()) ?? "", /did not accept this API key \(API key not recognised\)/);
+
+    // The key: the models list appears, the field says so.
+    await input.fill(KEY);
+    await input.press("Enter");
+    await page.locator(`#models-table tbody tr[data-model="${model}"]`).waitFor({ timeout: 15_000 });
+    await status.filter({ hasText: "accepted" }).waitFor({ timeout: 15_000 });
+    assert.equal(await page.locator('[data-field="gateway"] .value').textContent(), "reachable");
+    await page.locator("#api-key-toggle").click();
+    assert.equal(await input.getAttribute("type"), "text");
+    assert.equal(await page.locator("#api-key-toggle").textContent(), "hide");
+    await page.locator("#api-key-toggle").click();
+    assert.equal(await input.getAttribute("type"), "password");
+    // (Page scripts as strings: the e2e tsconfig has no DOM types.)
+    const stored = await page.evaluate(`({ session: sessionStorage.getItem("shoal.console.apiKey"), local: localStorage.length })`);
+    assert.deepEqual(stored, { session: KEY, local: 0 }, "sessionStorage only");
+
+    // Embed carries the key too; a model outside the key's list reads as PermissionDenied for that model.
+    await page.locator("#embed-texts").fill("with a key\nstill with a key");
+    await page.locator("#embed-button").click();
+    await page.locator("#matrix").waitFor({ timeout: 30_000 });
+    assert.equal(await page.locator("#embed-error").textContent(), "");
+    // A picker offers only the key's models (ListModels is filtered): add another one by hand and
+    // click in the same script, before a refresh can rebuild the picker.
+    await page.evaluate(`{
+      const select = document.getElementById("embed-model");
+      select.add(new Option("shoal-not-for-this-key", "shoal-not-for-this-key"));
+      select.value = "shoal-not-for-this-key";
+      document.getElementById("embed-button").click();
+    }`);
+    await page.locator("#embed-error").filter({ hasText: "PermissionDenied" }).waitFor({ timeout: 15_000 });
+    assert.equal(await page.locator("#embed-error").textContent(), "PermissionDenied: this key may not use model 'shoal-not-for-this-key'.");
+
+    // A reload keeps the key (same tab); clearing it goes back to "required".
+    await page.reload();
+    await page.locator(`#models-table tbody tr[data-model="${model}"]`).waitFor({ timeout: 15_000 });
+    await page.locator("#api-key-clear").click();
+    await status.filter({ hasText: "required" }).waitFor({ timeout: 15_000 });
+    assert.equal(await page.evaluate(`sessionStorage.getItem("shoal.console.apiKey")`), null);
+    assert.equal(await page.locator("#models-table tbody tr").count(), 0, "the key's models are no longer shown");
+
+    await mkdir(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, "console-api-key.png"), fullPage: true });
+    assert.deepEqual(pageErrors, []);
+    assert.ok(!consoleLines.some((l) => l.includes(KEY)), "the key never reaches the browser console");
+    assert.ok(!JSON.stringify(cluster.gateways[0]!.logs).includes(KEY), "nor the gateway's logs");
     await page.close();
   });
 });

@@ -3,6 +3,7 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor, maxAbsDiff } from "./harness/clients.ts";
+import { histogramCount, scrape, total, type Scrape } from "./harness/prometheus.ts";
 
 const TEXTS = [
   "The harbour was full of small fishing boats.",
@@ -119,6 +120,29 @@ describe("OpenAI-compatible POST /v1/embeddings: the official openai SDK against
       assert.match(err.message, /token-id arrays are not supported/);
       return true;
     });
+  });
+
+  test("/metrics counts and times the endpoint like an RPC: method OpenAI.Embeddings, model, lane, Connect code", async () => {
+    const before = await scrape(`${base}/metrics`);
+    await openai.embeddings.create({ model, input: ["counted"], encoding_format: "float" });
+    await openai.embeddings.create({ model, input: "counted too" });
+    await assert.rejects(openai.embeddings.create({ model: "no-such-model", input: "hi" }));
+    await assert.rejects(openai.embeddings.create({ model, input: [] }));
+    // The metrics are recorded when the response has gone; the client may read it first.
+    let after: Scrape = before;
+    const delta = (m: Record<string, string>): number =>
+      total(after, "shoal_gateway_requests_total", { method: "OpenAI.Embeddings", ...m }) - total(before, "shoal_gateway_requests_total", { method: "OpenAI.Embeddings", ...m });
+    for (let i = 0; i < 50 && delta({}) < 4; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      after = await scrape(`${base}/metrics`);
+    }
+    assert.equal(delta({ model, lane: "interactive", code: "ok" }), 2);
+    assert.equal(delta({ model: "unknown", code: "NotFound" }), 1);
+    assert.equal(delta({ model, code: "InvalidArgument" }), 1);
+    const observed = (m: Record<string, string>): number =>
+      histogramCount(after, "shoal_gateway_request_duration_seconds", m) - histogramCount(before, "shoal_gateway_request_duration_seconds", m);
+    assert.equal(observed({ method: "OpenAI.Embeddings", model, code: "ok" }), 2);
+    assert.equal(delta({}), 4, "each call counted once");
   });
 
   test("plain HTTP: timing headers, 413 past the body limit, 415 for a non-JSON body, 405 for GET", async () => {

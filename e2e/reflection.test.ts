@@ -43,12 +43,16 @@ describe("gRPC server reflection: buf curl lists and calls the gateway without t
         "grpc.health.v1.Health",
         "grpc.reflection.v1.ServerReflection",
         "grpc.reflection.v1alpha.ServerReflection",
+        "shoal.v1.ClusterService",
         "shoal.v1.InferenceService",
         "shoal.v1.ModelService",
       ]);
       const methods = (await bufCurl("--reflect-protocol", reflectProtocol, "--list-methods", base)).trim().split("\n");
       for (const m of [
         "shoal.v1.InferenceService/Embed",
+        "shoal.v1.InferenceService/Rerank",
+        "shoal.v1.InferenceService/Classify",
+        "shoal.v1.ClusterService/GetCluster",
         "shoal.v1.ModelService/ListModels",
         "shoal.v1.ModelService/GetModel",
         "grpc.health.v1.Health/Check",

@@ -67,6 +67,36 @@ describe("one trace per request across gateway, Kafka and worker (real Jaeger)",
     assert.equal(serverTags["rpc.method"], "Embed");
   });
 
+  test("POST /v1/embeddings = one trace too: an HTTP SERVER span under the caller's traceparent, the job below it", async () => {
+    const model = cluster.modelIds[0]!;
+    const tp = newTraceparent();
+    const res = await fetch(`${cluster.urls[0]}/v1/embeddings`, {
+      method: "POST",
+      headers: { "content-type": "application/json", traceparent: tp.header },
+      body: JSON.stringify({ model, input: ["trace the OpenAI door"] }),
+    });
+    assert.equal(res.status, 200);
+    await res.json();
+    const t = await waitForTrace(jaeger.queryUrl, tp.traceId, complete);
+
+    const server = one(t, (s) => s.operationName === "POST /v1/embeddings", "gateway HTTP server");
+    const publish = one(t, (s) => s.operationName.startsWith("send shoal.jobs."), "job publish");
+    const job = one(t, (s) => s.operationName.startsWith("process shoal.jobs."), "worker job");
+    assert.equal(parentOf(server), tp.spanId, "the client's traceparent owns the root");
+    assert.equal(parentOf(publish), server.spanID, "the job is published under the HTTP span");
+    assert.equal(parentOf(job), publish.spanID);
+    assert.equal(serviceOf(t, server), "shoal-gateway");
+    assert.ok(!t.spans.some((s) => s.operationName.startsWith("shoal.v1.InferenceService/")), "no RPC span: the endpoint calls Embed directly");
+    const tags = Object.fromEntries(server.tags.map((x) => [x.key, x.value]));
+    assert.equal(tags["span.kind"], "server");
+    assert.equal(tags["http.request.method"], "POST");
+    assert.equal(tags["url.path"], "/v1/embeddings");
+    assert.equal(tags["http.route"], "/v1/embeddings");
+    assert.equal(tags["http.response.status_code"], 200);
+    assert.equal(tags["shoal.model"], model);
+    assert.equal(tags["shoal.inputs"], 1);
+  });
+
   test("8 concurrent requests batched together: every trace links the same batch span", async () => {
     const model = cluster.modelIds[0]!;
     const { inference } = clientsFor(cluster.urls[0]!, "grpc");

@@ -2,6 +2,7 @@ import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
+import { ClusterService } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 
 export type Protocol = "connect" | "connect-json" | "grpc";
 
@@ -9,12 +10,17 @@ export type Protocol = "connect" | "connect-json" | "grpc";
 export function clientsFor(baseUrl: string, protocol: Protocol): {
   inference: Client<typeof InferenceService>;
   models: Client<typeof ModelService>;
+  cluster: Client<typeof ClusterService>;
 } {
   const transport =
     protocol === "grpc"
       ? createGrpcTransport({ baseUrl })
       : createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: protocol === "connect" });
-  return { inference: createClient(InferenceService, transport), models: createClient(ModelService, transport) };
+  return {
+    inference: createClient(InferenceService, transport),
+    models: createClient(ModelService, transport),
+    cluster: createClient(ClusterService, transport),
+  };
 }
 
 /** Euclidean norm of a vector. */

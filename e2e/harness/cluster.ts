@@ -15,6 +15,10 @@ export interface ClusterOptions {
   readonly workers?: number;
   /** Generator presets to serve (default: the tiny test encoder). */
   readonly presets?: readonly string[];
+  /** Model directories served besides the presets (hand-made test models). */
+  readonly modelDirs?: readonly string[];
+  /** Extra catalog fields for every model, e.g. `{ memory: "10MiB" }`. */
+  readonly modelFields?: Readonly<Record<string, string>>;
   readonly partitions?: number;
   readonly gatewayEnv?: Record<string, string>;
   readonly workerEnv?: Record<string, string>;
@@ -35,12 +39,18 @@ export interface TestCluster {
 }
 
 /** Writes a catalog serving the given presets in one uniquely named pool. */
-export async function writeCatalog(presets: readonly string[], partitions: number): Promise<{ path: string; pool: string; dirs: string[] }> {
-  const dirs = await Promise.all(presets.map((p) => ensureModel(p)));
+export async function writeCatalog(
+  presets: readonly string[],
+  partitions: number,
+  modelFields: Readonly<Record<string, string>> = {},
+  modelDirs: readonly string[] = [],
+): Promise<{ path: string; pool: string; dirs: string[] }> {
+  const dirs = [...(await Promise.all(presets.map((p) => ensureModel(p)))), ...modelDirs];
   const pool = `t${randomBytes(4).toString("hex")}`;
   const dir = await mkdtemp(join(tmpdir(), "shoal-e2e-"));
   const path = join(dir, "catalog.yaml");
-  const models = dirs.map((d) => `  - path: ${JSON.stringify(d)}\n    pool: ${pool}`).join("\n");
+  const extra = Object.entries(modelFields).map(([k, v]) => `\n    ${k}: ${v}`).join("");
+  const models = dirs.map((d) => `  - path: ${JSON.stringify(d)}\n    pool: ${pool}${extra}`).join("\n");
   await writeFile(path, `pools:\n  ${pool}:\n    partitions: ${partitions}\nmodels:\n${models}\n`);
   return { path, pool, dirs };
 }
@@ -48,7 +58,7 @@ export async function writeCatalog(presets: readonly string[], partitions: numbe
 /** Starts gateways and workers as separate processes against the test broker. */
 export async function startCluster(opts: ClusterOptions = {}): Promise<TestCluster> {
   const presets = opts.presets ?? ["tiny"];
-  const { path: catalogPath, pool } = await writeCatalog(presets, opts.partitions ?? 4);
+  const { path: catalogPath, pool } = await writeCatalog(presets, opts.partitions ?? 4, opts.modelFields, opts.modelDirs);
   const common = { KAFKA_BROKERS: opts.brokers ?? kafkaBrokers(), SHOAL_CATALOG: catalogPath };
   const workers: ServiceProcess[] = [];
   const gateways: ServiceProcess[] = [];

@@ -6,7 +6,13 @@ import { after, before, beforeEach, describe, test } from "node:test";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Task } from "@shoal/gen/shoal/v1/common_pb.ts";
-import { InferenceService, VectorEncoding, type EmbedRequest } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import {
+  InferenceService,
+  VectorEncoding,
+  type ClassifyRequest,
+  type EmbedRequest,
+  type RerankRequest,
+} from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { createShoalClient, type Protocol, type RetryInfo } from "./index.ts";
 
@@ -16,6 +22,18 @@ const DIMS = 4;
 function expectedVector(text: string): number[] {
   const n = Number(/(\d+)$/.exec(text)?.[1] ?? -1);
   return [n, text.length, 0.5, -n / 8];
+}
+
+/** The fake reranker's score of a document: longer is better (so the order is easy to predict). */
+function fakeScore(document: string): number {
+  return Math.fround(document.length / 100);
+}
+
+const FAKE_LABELS = ["negative", "positive"];
+
+/** The fake classifier's scores: "positive" wins for texts containing "good". */
+function fakeLabelScores(text: string): number[] {
+  return text.includes("good") ? [0.25, 0.75] : [0.875, 0.125];
 }
 
 /**
@@ -32,6 +50,10 @@ class FakeServer {
   failWith: (call: number, req: EmbedRequest) => ConnectError | undefined = () => undefined;
   /** Per-call latency, to make concurrent batches finish out of order. */
   delayMs: (req: EmbedRequest) => number = () => 0;
+  rerankCalls: RerankRequest[] = [];
+  classifyCalls: ClassifyRequest[] = [];
+  /** Decides, per Rerank or Classify call number (from 1, each counted on its own), whether to fail. */
+  failScoring: (call: number) => ConnectError | undefined = () => undefined;
   h1Url = "";
   h2Url = "";
   private readonly h1: http.Server;
@@ -57,6 +79,38 @@ class FakeServer {
               : { index, values: Array.from(v), tokens: text.length };
           }),
           usage: { promptTokens: req.inputs.length * 3, totalTokens: req.inputs.length * 3 },
+        };
+      },
+      rerank: (req, ctx) => {
+        this.rerankCalls.push(req);
+        this.headers.push(ctx.requestHeader);
+        const failure = this.failScoring(this.rerankCalls.length);
+        if (failure) throw failure;
+        const ranked = req.documents
+          .map((document, index) => ({ index, score: fakeScore(document), document: req.returnDocuments ? document : "", tokens: document.length + 2 }))
+          .sort((a, b) => b.score - a.score);
+        const tokens = ranked.reduce((sum, r) => sum + r.tokens, 0);
+        return {
+          model: req.model,
+          results: req.topK ? ranked.slice(0, req.topK) : ranked,
+          usage: { promptTokens: tokens, totalTokens: tokens },
+          timing: { queueMs: 1, tokenizeMs: 2, inferenceMs: 3, totalMs: 7 },
+        };
+      },
+      classify: (req, ctx) => {
+        this.classifyCalls.push(req);
+        this.headers.push(ctx.requestHeader);
+        const failure = this.failScoring(this.classifyCalls.length);
+        if (failure) throw failure;
+        return {
+          model: req.model,
+          classifications: req.inputs.map((text, index) => {
+            const labels = fakeLabelScores(text)
+              .map((score, i) => ({ label: FAKE_LABELS[i]!, score }))
+              .sort((a, b) => b.score - a.score);
+            return { index, labels: req.topK ? labels.slice(0, req.topK) : labels, tokens: text.length, truncated: req.truncate && text.length > 10 };
+          }),
+          usage: { promptTokens: req.inputs.length, totalTokens: req.inputs.length },
         };
       },
     };
@@ -92,6 +146,9 @@ class FakeServer {
     this.headers = [];
     this.failWith = () => undefined;
     this.delayMs = () => 0;
+    this.rerankCalls = [];
+    this.classifyCalls = [];
+    this.failScoring = () => undefined;
   }
 
   async stop(): Promise<void> {
@@ -195,6 +252,92 @@ describe("Shoal client against a fake-server double (real Connect server on port
     const started = performance.now();
     await assert.rejects(client.embed("fake-embedder", ["x-1"], { timeoutMs: 300 }), (err: ConnectError) => err.code === Code.DeadlineExceeded);
     assert.ok(performance.now() - started < 1_500);
+  });
+
+  for (const protocol of ["connect", "grpc", "grpc-web"] satisfies Protocol[]) {
+    test(`${protocol}: rerank retries Unavailable like embed and returns the ranked documents`, async () => {
+      server.failScoring = (n) => (n <= 2 ? unavailable() : undefined);
+      const retries: RetryInfo[] = [];
+      const client = createShoalClient({
+        baseUrl: server.url(protocol),
+        protocol,
+        apiKey: "k-9",
+        retry: { initialBackoffMs: 10 },
+        onRetry: (i) => retries.push(i),
+      });
+      const docs = ["short", "the longest document", "medium one"];
+      const res = await client.rerank("fake-reranker", "which is longest?", docs, { topK: 2, returnDocuments: true, truncate: true });
+      assert.equal(server.rerankCalls.length, 3, "two failures + one success");
+      assert.deepEqual(retries.map((r) => [r.attempt, r.error.code]), [[1, Code.Unavailable], [2, Code.Unavailable]]);
+      const sent = server.rerankCalls[2]!;
+      assert.deepEqual([sent.model, sent.query, sent.documents, sent.topK, sent.truncate, sent.returnDocuments], ["fake-reranker", "which is longest?", docs, 2, true, true]);
+      assert.deepEqual(
+        res.results.map((r) => [r.index, r.score, r.document, r.tokens, r.truncated]),
+        [
+          [1, fakeScore(docs[1]!), docs[1], docs[1]!.length + 2, false],
+          [2, fakeScore(docs[2]!), docs[2], docs[2]!.length + 2, false],
+        ],
+      );
+      assert.equal(res.model, "fake-reranker");
+      assert.deepEqual(res.usage, { promptTokens: 41, totalTokens: 41 });
+      assert.deepEqual(res.timing, { queueMs: 1, tokenizeMs: 2, inferenceMs: 3, totalMs: 7 });
+      assert.equal(server.headers[0]!.get("authorization"), "Bearer k-9");
+    });
+  }
+
+  test("rerank without returnDocuments: no document text; defaults sent (all results, no truncation)", async () => {
+    const client = createShoalClient({ baseUrl: server.h1Url });
+    const res = await client.rerank("fake-reranker", "q", ["a", "bbb", "cc"]);
+    assert.deepEqual(res.results.map((r) => [r.index, r.document]), [[1, undefined], [2, undefined], [0, undefined]]);
+    const sent = server.rerankCalls[0]!;
+    assert.deepEqual([sent.topK, sent.truncate, sent.returnDocuments], [undefined, false, false]);
+  });
+
+  for (const protocol of ["connect", "grpc"] satisfies Protocol[]) {
+    test(`${protocol}: classify honours retry-after-ms and returns labels per text`, async () => {
+      server.failScoring = (n) => (n === 1 ? new ConnectError("lane full", Code.ResourceExhausted, { "retry-after-ms": "120" }) : undefined);
+      const retries: RetryInfo[] = [];
+      const client = createShoalClient({ baseUrl: server.url(protocol), protocol, onRetry: (i) => retries.push(i) });
+      const started = performance.now();
+      const res = await client.classify("fake-classifier", ["a good day", "rain again"], { topK: 1, truncate: true });
+      assert.ok(performance.now() - started >= 120);
+      assert.equal(server.classifyCalls.length, 2);
+      assert.deepEqual(retries.map((r) => r.retryAfterMs), [120]);
+      assert.deepEqual(
+        res.classifications.map((c) => [c.index, c.labels, c.tokens, c.truncated]),
+        [
+          [0, [{ label: "positive", score: 0.75 }], 10, false],
+          [1, [{ label: "negative", score: 0.875 }], 10, false],
+        ],
+      );
+      assert.deepEqual(res.usage, { promptTokens: 2, totalTokens: 2 });
+      assert.equal(res.timing, undefined);
+      assert.deepEqual([server.classifyCalls[1]!.topK, server.classifyCalls[1]!.truncate], [1, true]);
+    });
+  }
+
+  test("rerank and classify: InvalidArgument is not retried; a fake that never recovers is tried maxAttempts times", async () => {
+    const client = createShoalClient({ baseUrl: server.h1Url, retry: { maxAttempts: 3, initialBackoffMs: 5 } });
+    server.failScoring = () => new ConnectError("model 'x' is an embedding model, not a rerank model; call Embed", Code.InvalidArgument);
+    await assert.rejects(client.rerank("x", "q", ["d"]), (err: ConnectError) => err.code === Code.InvalidArgument);
+    assert.equal(server.rerankCalls.length, 1);
+    server.failScoring = () => unavailable();
+    await assert.rejects(client.classify("fake-classifier", ["t"]), (err: ConnectError) => err.code === Code.Unavailable);
+    assert.equal(server.classifyCalls.length, 3);
+  });
+
+  test("rerank and classify: the deadline bounds retries and each attempt", async () => {
+    server.failScoring = () => unavailable({ "retry-after-ms": "5000" });
+    const client = createShoalClient({ baseUrl: server.h2Url, protocol: "grpc", defaultTimeoutMs: 800 });
+    const started = performance.now();
+    await assert.rejects(client.rerank("fake-reranker", "q", ["d"]), (err: ConnectError) => err.code === Code.Unavailable);
+    await assert.rejects(client.classify("fake-classifier", ["t"], { timeoutMs: 300 }), (err: ConnectError) => err.code === Code.Unavailable);
+    assert.equal(server.rerankCalls.length + server.classifyCalls.length, 2, "no attempt waits past the deadline");
+    assert.ok(performance.now() - started < 1_000);
+    const aborted = new AbortController();
+    aborted.abort();
+    server.failScoring = () => undefined;
+    await assert.rejects(client.classify("fake-classifier", ["t"], { signal: aborted.signal }), (err: ConnectError) => err.code === Code.Canceled);
   });
 
   test("embedCorpus: 1,000 texts in batches of 37, 5 in flight, out-of-order completion and transient failures; order kept, progress reported", async () => {

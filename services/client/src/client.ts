@@ -52,14 +52,89 @@ export interface EmbedResult {
   readonly tokens: number[];
   /** Whether each text was truncated. */
   readonly truncated: boolean[];
-  readonly usage: { readonly promptTokens: number; readonly totalTokens: number };
+  readonly usage: Usage;
   /** Where the gateway says the time went (queue, tokenize, inference, total), in ms. */
-  readonly timing: { readonly queueMs: number; readonly tokenizeMs: number; readonly inferenceMs: number; readonly totalMs: number } | undefined;
+  readonly timing: Timing | undefined;
+}
+
+/** Token usage of a call. */
+export interface Usage {
+  readonly promptTokens: number;
+  readonly totalTokens: number;
+}
+
+/** Where the gateway says a call's time went, in ms. */
+export interface Timing {
+  readonly queueMs: number;
+  readonly tokenizeMs: number;
+  readonly inferenceMs: number;
+  readonly totalMs: number;
+}
+
+export interface RerankOptions extends CallOptions {
+  /** Return only the best `topK` documents; unset or 0: all of them. */
+  readonly topK?: number;
+  /** Cut over-long (query, document) pairs (the document first) instead of failing with InvalidArgument. */
+  readonly truncate?: boolean;
+  /** Copy each document's text into its result (`RerankHit.document`). */
+  readonly returnDocuments?: boolean;
+  readonly lane?: Lane;
+}
+
+/** One scored document. */
+export interface RerankHit {
+  /** Position of the document in the request. */
+  readonly index: number;
+  /** Relevance (with a sigmoid reranker, 0..1); higher is more relevant. */
+  readonly score: number;
+  /** The document's text, with `returnDocuments`; else undefined. */
+  readonly document: string | undefined;
+  /** Tokens of the (query, document) pair after truncation. */
+  readonly tokens: number;
+  readonly truncated: boolean;
+}
+
+export interface RerankResult {
+  readonly model: string;
+  /** Highest score first; ties keep document order. At most `topK`. */
+  readonly results: RerankHit[];
+  readonly usage: Usage;
+  readonly timing: Timing | undefined;
+}
+
+export interface ClassifyOptions extends CallOptions {
+  /** Return only each text's best `topK` labels; unset or 0: every label. */
+  readonly topK?: number;
+  /** Cut over-long inputs instead of failing with InvalidArgument. */
+  readonly truncate?: boolean;
+  readonly lane?: Lane;
+}
+
+/** The labels of one text. */
+export interface Classification {
+  /** Position of the text in the request. */
+  readonly index: number;
+  /** Highest score first (softmax probabilities for single-label models, sigmoids for multi-label ones). */
+  readonly labels: { readonly label: string; readonly score: number }[];
+  readonly tokens: number;
+  readonly truncated: boolean;
+}
+
+export interface ClassifyResult {
+  readonly model: string;
+  /** One per text, in input order. */
+  readonly classifications: Classification[];
+  readonly usage: Usage;
+  readonly timing: Timing | undefined;
 }
 
 export interface ShoalClient {
   /** Embeds `texts` (one request; see `embedCorpus` for large inputs). */
   embed(model: string, texts: readonly string[], opts?: EmbedOptions): Promise<EmbedResult>;
+  /** Scores `documents` against `query` with a rerank model; best first. */
+  rerank(model: string, query: string, documents: readonly string[], opts?: RerankOptions): Promise<RerankResult>;
+  /** Label scores for each of `texts` with a classification model. */
+  classify(model: string, texts: readonly string[], opts?: ClassifyOptions): Promise<ClassifyResult>;
   /** The models the cluster serves. */
   listModels(opts?: CallOptions): Promise<Model[]>;
   /** Embeds a corpus of any size in batches, `concurrency` at a time, keeping input order. */
@@ -70,6 +145,15 @@ export interface ShoalClient {
 }
 
 const DEFAULT_TIMEOUT_MS = 30_000;
+
+function usageOf(res: { usage?: { promptTokens: number; totalTokens: number } | undefined }): Usage {
+  return { promptTokens: res.usage?.promptTokens ?? 0, totalTokens: res.usage?.totalTokens ?? 0 };
+}
+
+function timingOf(res: { timing?: Timing | undefined }): Timing | undefined {
+  const t = res.timing;
+  return t && { queueMs: t.queueMs, tokenizeMs: t.tokenizeMs, inferenceMs: t.inferenceMs, totalMs: t.totalMs };
+}
 
 function createTransport(opts: ShoalClientOptions, interceptors: Interceptor[]): Transport {
   const { baseUrl } = opts;
@@ -131,8 +215,48 @@ export function createShoalClient(opts: ShoalClientOptions): ShoalClient {
         vectors,
         tokens: res.embeddings.map((e) => e.tokens),
         truncated: res.embeddings.map((e) => e.truncated),
-        usage: { promptTokens: res.usage?.promptTokens ?? 0, totalTokens: res.usage?.totalTokens ?? 0 },
-        timing: res.timing && { queueMs: res.timing.queueMs, tokenizeMs: res.timing.tokenizeMs, inferenceMs: res.timing.inferenceMs, totalMs: res.timing.totalMs },
+        usage: usageOf(res),
+        timing: timingOf(res),
+      };
+    },
+    async rerank(model, query, documents, o = {}) {
+      const returnDocuments = o.returnDocuments ?? false;
+      const res = await retrying(o, (timeoutMs) =>
+        inference.rerank(
+          { model, query, documents: [...documents], topK: o.topK, truncate: o.truncate ?? false, returnDocuments, lane: o.lane },
+          { timeoutMs, signal: o.signal },
+        ),
+      );
+      return {
+        model: res.model,
+        results: res.results.map((r) => ({
+          index: r.index,
+          score: r.score,
+          document: returnDocuments ? r.document : undefined,
+          tokens: r.tokens,
+          truncated: r.truncated,
+        })),
+        usage: usageOf(res),
+        timing: timingOf(res),
+      };
+    },
+    async classify(model, texts, o = {}) {
+      const res = await retrying(o, (timeoutMs) =>
+        inference.classify(
+          { model, inputs: [...texts], topK: o.topK, truncate: o.truncate ?? false, lane: o.lane },
+          { timeoutMs, signal: o.signal },
+        ),
+      );
+      return {
+        model: res.model,
+        classifications: res.classifications.map((c) => ({
+          index: c.index,
+          labels: c.labels.map((l) => ({ label: l.label, score: l.score })),
+          tokens: c.tokens,
+          truncated: c.truncated,
+        })),
+        usage: usageOf(res),
+        timing: timingOf(res),
       };
     },
     async listModels(o) {

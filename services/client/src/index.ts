@@ -1,11 +1,19 @@
 export {
   createShoalClient,
   type CallOptions,
+  type Classification,
+  type ClassifyOptions,
+  type ClassifyResult,
   type EmbedOptions,
   type EmbedResult,
   type Protocol,
+  type RerankHit,
+  type RerankOptions,
+  type RerankResult,
   type ShoalClient,
   type ShoalClientOptions,
+  type Timing,
+  type Usage,
 } from "./client.ts";
 export { embedCorpus, type CorpusOptions, type CorpusProgress, type CorpusResult } from "./corpus.ts";
 export { DEFAULT_RETRY_POLICY, isRetriable, retryAfterMs, type RetryInfo, type RetryPolicy } from "./retry.ts";

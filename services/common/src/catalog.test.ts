@@ -32,6 +32,18 @@ describe("model catalog", () => {
     assert.equal(m.pool, "gpu");
     assert.equal(m.spec.task, "embed");
     assert.deepEqual(m.batching, { policy: "fixed-window", maxBatchItems: 16 });
+    assert.equal(m.pinned, false);
+  });
+
+  test("pinned and memory: sizes with units or bytes", async () => {
+    const path = await write(
+      `models:\n  - path: \${TINY_DIR}\n    id: a\n    pinned: true\n    memory: 120MiB\n  - path: \${TINY_DIR}\n    id: b\n    memory: 5000\n`,
+    );
+    const catalog = await loadCatalog(path, { TINY_DIR: tiny });
+    assert.equal(catalog.models.get("a")?.pinned, true);
+    assert.equal(catalog.models.get("a")?.memoryBytes, 120 * 1024 * 1024);
+    assert.equal(catalog.models.get("b")?.pinned, false);
+    assert.equal(catalog.models.get("b")?.memoryBytes, 5000);
   });
 
   test("every problem at once, each naming the file, the model and the field", async () => {
@@ -43,6 +55,8 @@ describe("model catalog", () => {
         `  - path: ${JSON.stringify(tiny)}`,
         "    pool: nowhere",
         "    batching: { policy: fastest, maxWaitMs: -1, colour: red }",
+        "    pinned: sometimes",
+        "    memory: lots",
         "  - path: /does/not/exist",
         `  - path: ${JSON.stringify(tiny)}`,
         `  - path: ${JSON.stringify(tiny)}`,
@@ -59,6 +73,8 @@ describe("model catalog", () => {
         /models\[0\]\.batching\.policy/,
         /models\[0\]\.batching\.maxWaitMs/,
         /models\[0\]\.batching\.colour: unknown field/,
+        /models\[0\]\.pinned: expected true or false/,
+        /models\[0\]\.memory: expected a positive size/,
         /models\[1\]: .*\/does\/not\/exist/,
         /duplicate model id/,
         /models\[4\]\.path: environment variable UNSET_VARIABLE_FOR_TEST is not set/,

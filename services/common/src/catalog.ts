@@ -1,5 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
+import bytes from "bytes";
 import { parse as parseYaml } from "yaml";
 import { readModelDir, type ModelSpec } from "./model-manifest.ts";
 
@@ -24,6 +25,10 @@ export interface CatalogModel {
   readonly pool: string;
   readonly spec: ModelSpec;
   readonly batching: ModelBatching;
+  /** Kept resident once loaded: the worker never evicts it. */
+  readonly pinned: boolean;
+  /** Resident memory estimate per session from the catalog (`memory`), else the manifest's. */
+  readonly memoryBytes: number | undefined;
 }
 
 export interface Catalog {
@@ -74,6 +79,12 @@ function expand(value: string, env: NodeJS.ProcessEnv, problems: string[], where
   });
 }
 
+/** A size: a positive integer (bytes) or a string such as `120MiB`, `1.5GB` (1024-based); null when invalid. */
+export function parseByteSize(value: unknown): number | null {
+  const n = typeof value === "number" ? value : typeof value === "string" && /^\s*\d+(\.\d+)?\s*([kmgt]i?b|b)?\s*$/i.test(value) ? bytes.parse(value.replace(/ib\b/i, "b")) : null;
+  return n !== null && Number.isFinite(n) && n > 0 ? Math.round(n) : null;
+}
+
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
@@ -88,6 +99,9 @@ function isRecord(v: unknown): v is Record<string, unknown> {
  *   - path: ${SHOAL_MODELS}/minilm   # a Shoal model directory (relative to this file)
  *     id: my-embedder                # optional, defaults to the manifest's id
  *     pool: default                  # optional
+ *     pinned: true                   # optional: never evicted once loaded
+ *     memory: 120MiB                 # optional: resident size per session (else the manifest's,
+ *                                    #   else estimated from the ONNX file)
  *     batching:                      # optional overrides of the worker's defaults
  *       policy: token-budget         # or fixed-window
  *       maxBatchTokens: 8192
@@ -138,10 +152,15 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
           problems.push(`${where}.id: must match ${NAME}`);
         }
         const batching = parseBatching(raw["batching"], `${where}.batching`, problems);
+        const pinned = raw["pinned"] ?? false;
+        if (typeof pinned !== "boolean") problems.push(`${where}.pinned: expected true or false`);
+        const memory = raw["memory"] === undefined ? undefined : parseByteSize(raw["memory"]);
+        if (memory === null) problems.push(`${where}.memory: expected a positive size such as 120MiB or a byte count`);
         try {
           const spec = await readModelDir(dir);
           const id = typeof raw["id"] === "string" ? raw["id"] : spec.id;
-          return { where, model: Object.freeze({ id, pool: String(pool), spec, batching }) };
+          const memoryBytes = memory ?? spec.memoryBytes;
+          return { where, model: Object.freeze({ id, pool: String(pool), spec, batching, pinned: pinned === true, memoryBytes }) };
         } catch (err) {
           problems.push(`${where}: ${(err as Error).message}`);
           return undefined;

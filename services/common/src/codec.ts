@@ -7,13 +7,14 @@ import {
   type JobEnvelope,
   type JobResult,
 } from "@shoal/gen/shoal/v1/job_pb.ts";
+import { WorkerStatusSchema, type WorkerStatus } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { replyTopic } from "./topics.ts";
 
 /** A Kafka record that is not a valid protobuf message of the expected type. */
 export class RecordDecodeError extends Error {
   override readonly name = "RecordDecodeError";
   constructor(
-    readonly what: "JobEnvelope" | "JobResult" | "JobCancel",
+    readonly what: "JobEnvelope" | "JobResult" | "JobCancel" | "WorkerStatus",
     reason: string,
   ) {
     super(`undecodable ${what}: ${reason}`);
@@ -77,4 +78,19 @@ export function decodeCancel(bytes: Uint8Array | null): JobCancel {
   }
   if (cancel.jobId === "") throw new RecordDecodeError("JobCancel", "missing job_id");
   return cancel;
+}
+
+export function encodeStatus(status: WorkerStatus): Uint8Array {
+  return toBinary(WorkerStatusSchema, status);
+}
+
+export function decodeStatus(bytes: Uint8Array): WorkerStatus {
+  let status: WorkerStatus;
+  try {
+    status = fromBinary(WorkerStatusSchema, bytes);
+  } catch (err) {
+    throw new RecordDecodeError("WorkerStatus", (err as Error).message);
+  }
+  if (status.workerId === "") throw new RecordDecodeError("WorkerStatus", "missing worker_id");
+  return status;
 }

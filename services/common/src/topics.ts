@@ -19,10 +19,33 @@ export function cancelTopic(pool: string): string {
   return `shoal.cancel.${pool}`;
 }
 
+/**
+ * Retry topic of one pool: `shoal.retry.<pool>`. A job whose run failed is written here again
+ * with its attempt count raised (never retried in place), and read by the pool's workers like
+ * the jobs topics; a retried job runs alone, so a poison input cannot fail its neighbours again.
+ */
+export function retryTopic(pool: string): string {
+  return `shoal.retry.${pool}`;
+}
+
+/**
+ * Dead-letter topic of one pool: `shoal.dead.<pool>`. Jobs that failed every attempt, and records
+ * that are not jobs at all, land here with the reason in their headers, for an operator to read.
+ */
+export function deadLetterTopic(pool: string): string {
+  return `shoal.dead.${pool}`;
+}
+
 /** Reply topic owned by one gateway instance: `shoal.replies.<instanceId>`. */
 export function replyTopic(instanceId: string): string {
   return `shoal.replies.${instanceId}`;
 }
+
+/**
+ * Where workers publish their WorkerStatus, keyed by worker id; compacted, so a gateway that
+ * starts reads the latest status of every worker (a tombstone removes one that left cleanly).
+ */
+export const STATUS_TOPIC = "shoal.status";
 
 /** A topic the project needs, with its explicit partition count. */
 export interface TopicSpec {
@@ -49,15 +72,46 @@ export async function ensureTopics(admin: Admin, specs: readonly TopicSpec[]): P
   try {
     await admin.createTopics({ topics: missing, waitForLeaders: true });
   } catch (err) {
-    // Another replica created it between listTopics and createTopics.
-    if (!(err instanceof Error && /already exists/i.test(err.message))) throw err;
+    // Another replica created it between listTopics and createTopics. Or, on a multi-broker
+    // cluster, the broker kafkajs then asked for the leaders had not applied the new topics yet:
+    // kafkajs waits out LEADER_NOT_AVAILABLE only, not UNKNOWN_TOPIC_OR_PARTITION (kafkajs#1222).
+    if (!(err instanceof Error && /already exists|does not host this topic-partition/i.test(err.message))) throw err;
   }
+  await settleNewTopics(admin, missing.map((t) => t.topic));
 }
+
+/**
+ * On a multi-broker (KRaft) cluster each broker applies the controller's new topics on its own
+ * schedule, and a kafkajs client that asks a broker which has not yet gives up at once with
+ * UNKNOWN_TOPIC_OR_PARTITION (a consumer's subscribe, right after this, was seen to fail a
+ * service's start that way; kafkajs#815). So: wait until the topics have leaders, then give the
+ * other brokers a moment. A single broker needs no wait.
+ */
+async function settleNewTopics(admin: Admin, topics: readonly string[], timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    let last: unknown;
+    try {
+      const found = (await admin.fetchTopicMetadata({ topics: [...topics] })).topics;
+      if (found.length === topics.length && found.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0))) break;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() >= deadline) {
+      throw new Error(`topics ${topics.join(", ")} have no leaders after ${timeoutMs} ms${last instanceof Error ? `: ${last.message}` : ""}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  if ((await admin.describeCluster()).brokers.length > 1) await new Promise((r) => setTimeout(r, NEW_TOPIC_SETTLE_MS));
+}
+
+/** How long the other brokers of a multi-broker cluster get to learn new topics (see settleNewTopics). */
+const NEW_TOPIC_SETTLE_MS = 1_000;
 
 /** Largest record a jobs or reply topic accepts (a request's texts, or a result's vectors). */
 export const MAX_RECORD_BYTES = 16 * 1024 * 1024;
 
-/** The topics of a pool: a jobs topic per lane (the pool's partition count) and its cancel topic. */
+/** The topics of a pool: a jobs topic per lane and its retry topic (the pool's partition count), its dead-letter and cancel topics. */
 export function poolTopicSpecs(pool: { name: string; partitions: number }): TopicSpec[] {
   const lanes: ServedLane[] = [Lane.INTERACTIVE, Lane.BATCH];
   return [
@@ -66,7 +120,17 @@ export function poolTopicSpecs(pool: { name: string; partitions: number }): Topi
       partitions: pool.partitions,
       config: { "max.message.bytes": String(MAX_RECORD_BYTES) },
     })),
+    { topic: retryTopic(pool.name), partitions: pool.partitions, config: { "max.message.bytes": String(MAX_RECORD_BYTES) } },
+    // Dead letters wait for an operator: a week.
+    { topic: deadLetterTopic(pool.name), partitions: 1, config: { "max.message.bytes": String(MAX_RECORD_BYTES), "retention.ms": String(7 * 24 * 3_600_000) } },
     // Cancels matter for at most a request's lifetime.
     { topic: cancelTopic(pool.name), partitions: 1, config: { "retention.ms": String(15 * 60_000) } },
   ];
 }
+
+/** The cluster's status topic (one partition: a few records per worker every few seconds). */
+export const statusTopicSpec: TopicSpec = {
+  topic: STATUS_TOPIC,
+  partitions: 1,
+  config: { "cleanup.policy": "compact", "segment.ms": String(10 * 60_000), "min.cleanable.dirty.ratio": "0.2", "delete.retention.ms": String(60_000) },
+};

@@ -1,7 +1,9 @@
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
-import { InferenceService, type EmbedResponse } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { ClusterService, type GetClusterResponse } from "@shoal/gen/shoal/v1/cluster_pb.ts";
+import { InferenceService, type ClassifyResponse, type EmbedResponse, type RerankResponse } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ModelService, type Model } from "@shoal/gen/shoal/v1/model_pb.ts";
+import { bearerAuth } from "./api-key.ts";
 
 /** Where the gateway put the time of one call (its `shoal-*` response headers), in ms. */
 export interface ServerTiming {
@@ -39,11 +41,24 @@ function serverTiming(h: Headers): ServerTiming {
 export class ShoalApi {
   private readonly models: Client<typeof ModelService>;
   private readonly inference: Client<typeof InferenceService>;
+  private readonly cluster: Client<typeof ClusterService>;
 
-  constructor(readonly baseUrl: string) {
-    const transport = createConnectTransport({ baseUrl });
+  /**
+   * @param options.apiKey read on every call: its `Authorization: Bearer` header (none while undefined)
+   * @param options.fetch the fetch to call the gateway with (tests); the page's own by default
+   */
+  constructor(
+    readonly baseUrl: string,
+    options: { readonly apiKey?: () => string | undefined; readonly fetch?: typeof globalThis.fetch } = {},
+  ) {
+    const transport = createConnectTransport({
+      baseUrl,
+      interceptors: [bearerAuth(options.apiKey ?? (() => undefined))],
+      ...(options.fetch ? { fetch: options.fetch } : {}),
+    });
     this.models = createClient(ModelService, transport);
     this.inference = createClient(InferenceService, transport);
+    this.cluster = createClient(ClusterService, transport);
   }
 
   private async timed<T>(call: (onHeader: (h: Headers) => void) => Promise<T>): Promise<Timed<T>> {
@@ -59,6 +74,23 @@ export class ShoalApi {
 
   embed(model: string, inputs: string[], normalize: boolean, timeoutMs = 30_000): Promise<Timed<EmbedResponse>> {
     return this.timed((onHeader) => this.inference.embed({ model, inputs, options: { normalize } }, { timeoutMs, onHeader }));
+  }
+
+  /** Scores every document against the query (all of them, texts copied back), best first. */
+  rerank(model: string, query: string, documents: string[], timeoutMs = 30_000): Promise<Timed<RerankResponse>> {
+    return this.timed((onHeader) =>
+      this.inference.rerank({ model, query, documents, returnDocuments: true, truncate: true }, { timeoutMs, onHeader }),
+    );
+  }
+
+  /** Every label's score for each text. */
+  classify(model: string, inputs: string[], timeoutMs = 30_000): Promise<Timed<ClassifyResponse>> {
+    return this.timed((onHeader) => this.inference.classify({ model, inputs, truncate: true }, { timeoutMs, onHeader }));
+  }
+
+  /** Workers, their resident models and lane lag, as the gateway sees them. */
+  getCluster(timeoutMs = 1_500): Promise<Timed<GetClusterResponse>> {
+    return this.timed((onHeader) => this.cluster.getCluster({}, { timeoutMs, onHeader }));
   }
 }
 

@@ -21,3 +21,27 @@ export function byId<T extends HTMLElement>(id: string): T {
   if (!el) throw new Error(`#${id} missing from index.html`);
   return el as T;
 }
+
+/** The non-empty lines of a textarea, trimmed. */
+export function linesOf(text: string): string[] {
+  return text
+    .split("\n")
+    .map((t) => t.trim())
+    .filter((t) => t !== "");
+}
+
+/**
+ * Sets a model picker's options, keeping the current choice when it is still offered. Rebuilt
+ * only when the ids change, so a periodic refresh never closes an open picker. Disabled when
+ * there is nothing to pick.
+ */
+export function fillSelect(select: HTMLSelectElement, options: readonly { readonly value: string; readonly label: string }[]): void {
+  const current = select.value;
+  const ids = options.map((o) => o.value);
+  const shown = [...select.options].map((o) => o.value);
+  if (ids.join("\n") !== shown.join("\n")) {
+    select.replaceChildren(...options.map((o) => h("option", { value: o.value }, o.label)));
+    if (ids.includes(current)) select.value = current;
+  }
+  select.disabled = options.length === 0;
+}

@@ -1,30 +1,56 @@
 import "./style.css";
-import { ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { Task } from "@shoal/gen/shoal/v1/common_pb.ts";
 import type { EmbedResponse } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import type { Model } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { gatewayUrl, ShoalApi, type Timed } from "./api.ts";
-import { byId, h } from "./dom.ts";
-import { renderGlance, type ClusterSnapshot } from "./glance.ts";
+import { ApiKeyStore, authProblem, type KeyStorage } from "./api-key.ts";
+import { mountApiKeyField } from "./api-key-field.ts";
+import { renderCluster, replicasCell } from "./cluster.ts";
+import { byId, fillSelect, h, linesOf } from "./dom.ts";
+import { renderGlance, type ClusterSnapshot, type InferenceMethod } from "./glance.ts";
 import { formatMs, LatencyWindow } from "./latency.ts";
 import { colorFloor, cosineMatrix, similarityColor } from "./similarity.ts";
+import { mountScorePanels } from "./try-scores.ts";
 
-const REFRESH_MS = 5_000;
+/** ListModels and GetCluster, while the page is visible. */
+const REFRESH_MS = 2_000;
+/** GetCluster after the gateway said it has no ClusterService (an older gateway): rarely. */
+const CLUSTER_UNIMPLEMENTED_RETRY_MS = 30_000;
 const MAX_TEXTS = 32;
 
-const api = new ShoalApi(gatewayUrl(window.location));
+/** This tab's sessionStorage; undefined where the browser refuses it (the key then lasts as long as the page). */
+function sessionStore(): KeyStorage | undefined {
+  try {
+    return window.sessionStorage;
+  } catch {
+    return undefined;
+  }
+}
+
+const apiKey = new ApiKeyStore(sessionStore());
+const api = new ShoalApi(gatewayUrl(window.location), { apiKey: () => apiKey.key });
 const snapshot: ClusterSnapshot = {
   reachable: undefined,
   lastRefresh: undefined,
   listModelsMs: undefined,
   modelCount: undefined,
   embedRoundTrips: new LatencyWindow(50),
-  lastEmbed: undefined,
+  lastCall: undefined,
   error: undefined,
+  cluster: undefined,
+  clusterError: undefined,
+  clusterAt: undefined,
 };
 
 const glance = byId("glance");
-const modelsBody = byId<HTMLTableElement>("models-table").tBodies[0]!;
+const clusterBox = h("div", { id: "cluster", class: "cluster" });
+glance.after(clusterBox);
+const modelsTable = byId<HTMLTableElement>("models-table");
+const modelsBody = modelsTable.tBodies[0]!;
+modelsTable.tHead?.replaceChildren(
+  h("tr", {}, ...["id", "task", "dimensions", "max tokens", "pool", "normalize", "replicas", "loads", "last cold start"].map((t) => h("th", {}, t))),
+);
 const modelSelect = byId<HTMLSelectElement>("embed-model");
 const form = byId<HTMLFormElement>("embed-form");
 const button = byId<HTMLButtonElement>("embed-button");
@@ -33,16 +59,31 @@ const summary = byId("embed-summary");
 const matrixWrap = byId("matrix-wrap");
 
 byId("gateway-url").textContent = api.baseUrl;
+// A new key refreshes at once (and the next Embed, Rerank or Classify carries it).
+const keyField = mountApiKeyField(byId("gateway-url").closest(".gateway") ?? byId("gateway-url"), apiKey, () => void refresh());
 
+/** An error as the page shows it: a missing, wrong or insufficient API key in words, else Connect's message. */
 function messageOf(err: unknown): string {
-  return ConnectError.from(err).rawMessage || String(err);
+  return authProblem(err, apiKey.key !== undefined)?.message ?? (ConnectError.from(err).rawMessage || String(err));
 }
+
+function recordCall(method: InferenceMethod, res: Timed<unknown>): void {
+  snapshot.lastCall = { method, server: res.server };
+  renderGlance(glance, snapshot);
+}
+
+const scorePanels = mountScorePanels(form.closest("section") ?? form, api, recordCall, messageOf);
 
 function renderStatus(): void {
   const dot = byId("status-dot");
   dot.dataset["tone"] = snapshot.reachable === undefined ? "" : snapshot.reachable ? "ok" : "bad";
   byId("status-text").textContent =
-    snapshot.reachable === undefined ? "connecting…" : snapshot.reachable ? `live · every ${REFRESH_MS / 1_000} s` : "gateway unreachable";
+    snapshot.reachable === undefined ? "connecting…" : snapshot.reachable ? `live · every ${REFRESH_MS / 1_000} s` : (keyField.problem ?? "gateway unreachable");
+}
+
+/** "12 ms" for a cold start, "—" when the model was never loaded. */
+function coldStart(ms: number): string {
+  return ms > 0 ? formatMs(ms) : "—";
 }
 
 function renderModels(models: readonly Model[]): void {
@@ -51,27 +92,61 @@ function renderModels(models: readonly Model[]): void {
     ...models.map((m) =>
       h(
         "tr",
-        { "data-model": m.id },
-        h("td", {}, h("code", {}, m.id)),
+        { "data-model": m.id, "data-task": (Task[m.task] ?? "unknown").toLowerCase() },
+        h("td", {}, h("code", {}, m.id), m.pinned ? h("span", { class: "pin", title: "pinned: kept resident once loaded" }, "pin") : null),
         h("td", {}, (Task[m.task] ?? "unknown").toLowerCase()),
-        h("td", { class: "num" }, m.dimensions),
+        h("td", { class: "num", title: m.labels.length > 0 ? `labels: ${m.labels.join(", ")}` : undefined }, m.dimensions),
         h("td", { class: "num" }, m.maxSequenceLength),
         h("td", {}, m.pool),
-        h("td", {}, m.normalizeDefault ? "yes" : "no"),
+        h("td", {}, m.task === Task.EMBED ? (m.normalizeDefault ? "yes" : "no") : "—"),
+        replicasCell(m),
+        h("td", { class: "num" }, String(m.loadCount)),
+        h("td", { class: "num" }, coldStart(m.lastColdStartMs)),
       ),
     ),
   );
-  const embedders = models.filter((m) => m.task === Task.EMBED);
-  const current = modelSelect.value;
-  const ids = embedders.map((m) => m.id);
-  const shown = [...modelSelect.options].map((o) => o.value);
-  if (ids.join("\n") !== shown.join("\n")) {
-    modelSelect.replaceChildren(...embedders.map((m) => h("option", { value: m.id }, `${m.id} (${m.dimensions}d)`)));
-    if (ids.includes(current)) modelSelect.value = current;
-  }
+  fillSelect(
+    modelSelect,
+    models.filter((m) => m.task === Task.EMBED).map((m) => ({ value: m.id, label: `${m.id} (${m.dimensions}d)` })),
+  );
+  scorePanels.setModels(models);
 }
 
+let clusterRetryAt = 0;
+
+/** GetCluster; a failure is shown as "cluster state unavailable" and never breaks the page. */
+async function refreshCluster(): Promise<void> {
+  if (Date.now() < clusterRetryAt) return;
+  try {
+    const res = await api.getCluster();
+    snapshot.cluster = res.value;
+    snapshot.clusterAt = new Date();
+    snapshot.clusterError = undefined;
+  } catch (err) {
+    const e = ConnectError.from(err);
+    snapshot.clusterError = e.rawMessage || String(err);
+    // An older gateway without ClusterService: ask again now and then, not every tick.
+    if (e.code === Code.Unimplemented) clusterRetryAt = Date.now() + CLUSTER_UNIMPLEMENTED_RETRY_MS;
+  }
+  renderCluster(clusterBox, snapshot);
+}
+
+let refreshing = false;
+
 async function refresh(): Promise<void> {
+  // A slow gateway must not pile up overlapping refreshes.
+  if (refreshing) return;
+  refreshing = true;
+  try {
+    await Promise.all([refreshModels(), refreshCluster()]);
+  } finally {
+    refreshing = false;
+  }
+  renderStatus();
+  renderGlance(glance, snapshot);
+}
+
+async function refreshModels(): Promise<void> {
   try {
     const res = await api.listModels();
     snapshot.reachable = true;
@@ -79,13 +154,18 @@ async function refresh(): Promise<void> {
     snapshot.listModelsMs = res.roundTripMs;
     snapshot.modelCount = res.value.length;
     renderModels(res.value);
+    keyField.report(undefined);
   } catch (err) {
     snapshot.reachable = false;
     snapshot.error = messageOf(err);
+    keyField.report(err);
+    // Without a (valid) key, the last key's models are not this page's to show any more.
+    if (authProblem(err, apiKey.key !== undefined)) {
+      snapshot.modelCount = undefined;
+      renderModels([]);
+    }
   }
   snapshot.lastRefresh = new Date();
-  renderStatus();
-  renderGlance(glance, snapshot);
 }
 
 function renderMatrix(texts: readonly string[], res: Timed<EmbedResponse>): void {
@@ -133,10 +213,7 @@ function renderMatrix(texts: readonly string[], res: Timed<EmbedResponse>): void
 
 form.addEventListener("submit", (event) => {
   event.preventDefault();
-  const texts = byId<HTMLTextAreaElement>("embed-texts")
-    .value.split("\n")
-    .map((t) => t.trim())
-    .filter((t) => t !== "");
+  const texts = linesOf(byId<HTMLTextAreaElement>("embed-texts").value);
   errorBox.textContent = "";
   if (texts.length === 0) return void (errorBox.textContent = "enter at least one text");
   if (texts.length > MAX_TEXTS) return void (errorBox.textContent = `at most ${MAX_TEXTS} texts here`);
@@ -146,9 +223,8 @@ form.addEventListener("submit", (event) => {
     .embed(modelSelect.value, texts, byId<HTMLInputElement>("embed-normalize").checked)
     .then((res) => {
       snapshot.embedRoundTrips.add(res.roundTripMs);
-      snapshot.lastEmbed = res.server;
       renderMatrix(texts, res);
-      renderGlance(glance, snapshot);
+      recordCall("Embed", res);
     })
     .catch((err: unknown) => {
       errorBox.textContent = messageOf(err);
@@ -160,6 +236,7 @@ form.addEventListener("submit", (event) => {
 });
 
 renderGlance(glance, snapshot);
+renderCluster(clusterBox, snapshot);
 void refresh();
 setInterval(() => {
   if (!document.hidden) void refresh();

@@ -1,8 +1,19 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { createKafka, createKafkaProbe, ensureTopics, loadCatalog, MAX_RECORD_BYTES, poolTopicSpecs, replyTopic, type Logger } from "@shoal/common";
+import {
+  createKafka,
+  createKafkaProbe,
+  ensureTopics,
+  loadCatalog,
+  MAX_RECORD_BYTES,
+  poolTopicSpecs,
+  replyTopic,
+  statusTopicSpec,
+  type Logger,
+} from "@shoal/common";
 import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
+import { ClusterService } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { Health, HealthCheckResponse_ServingStatus as Serving } from "@shoal/gen/grpc/health/v1/health_pb.ts";
 import type { GatewayConfig } from "./config.ts";
 import { Admission } from "./admission.ts";
@@ -15,6 +26,8 @@ import { rpcMetrics } from "./rpc-metrics.ts";
 import { traceRpc } from "./rpc-tracing.ts";
 import { toConnectError } from "./errors.ts";
 import { createHealthService, HealthState } from "./health-service.ts";
+import { createClusterService } from "./cluster-service.ts";
+import { createClusterState } from "./cluster-state.ts";
 import { createInferenceService } from "./inference-service.ts";
 import { createJobProducer } from "./job-producer.ts";
 import { createModelService } from "./model-service.ts";
@@ -23,7 +36,7 @@ import { createReplyConsumer } from "./reply-consumer.ts";
 import { createConsoleStatic } from "./console-static.ts";
 import { createCors } from "./cors.ts";
 import { createHttpFront } from "./http-front.ts";
-import { createOpenAiEmbeddings } from "./openai-embeddings.ts";
+import { createObservedOpenAiEmbeddings } from "./openai-telemetry.ts";
 import { registerReflection } from "./reflection-service.ts";
 
 export interface GatewayApp {
@@ -66,7 +79,9 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     onResult: (result) => pending.settle(result),
     onDropped: (n) => metrics.resultsDropped.inc(n),
   });
-  const health = new HealthState([InferenceService.typeName, ModelService.typeName]);
+  // Which workers are alive and what they hold, from the status topic they publish to.
+  const cluster = createClusterState(kafka, logger, `shoal-gateway-status-${config.instanceId}`);
+  const health = new HealthState([InferenceService.typeName, ModelService.typeName, ClusterService.typeName]);
   const metrics = createGatewayMetrics(() => pending.size);
   // Readiness follows the broker: NOT_SERVING within seconds of losing it, SERVING when it returns.
   const probe = createKafkaProbe(admin, {
@@ -93,6 +108,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     await admin.connect();
     await ensureTopics(admin, [
       ...[...catalog.pools.values()].flatMap(poolTopicSpecs),
+      statusTopicSpec,
       {
         topic: ownReplyTopic,
         partitions: config.replyPartitions,
@@ -102,6 +118,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     ]);
     await producer.start();
     await replies.start();
+    await cluster.start();
     lagMonitor = createLaneLagMonitor(admin, admission, [...catalog.pools.keys()], logger);
     lagMonitor.start();
     const unknownModels = [...new Set(config.apiKeys.flatMap((k) => (k.models === "*" ? [] : k.models)))].filter((m) => !catalog.models.has(m));
@@ -137,9 +154,10 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       compressMinBytes: Number.MAX_SAFE_INTEGER,
       routes(router) {
         router.service(InferenceService, inference);
-        router.service(ModelService, createModelService(catalog));
+        router.service(ModelService, createModelService(catalog, () => cluster.workers()));
+        router.service(ClusterService, createClusterService(cluster, () => lagMonitor?.lag ?? new Map()));
         router.service(Health, createHealthService(health));
-        registerReflection(router, [InferenceService, ModelService, Health]);
+        registerReflection(router, [InferenceService, ModelService, ClusterService, Health]);
       },
       fallback(req, res) {
         const reply = (status: number, body: string): void => {
@@ -160,13 +178,17 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     });
     const front = createHttpFront({
       cors: createCors(config.corsOrigins),
-      openai: createOpenAiEmbeddings({
-        embed: (req, ctx) => inference.embed(req, ctx),
-        models: catalog.models,
-        maxRequestBytes: config.maxRequestBytes,
-        authenticate: (authorization) => apiKeys.authenticate(authorization),
-        logger,
-      }),
+      // Traced and measured here: the endpoint does not pass through the Connect interceptors.
+      openai: createObservedOpenAiEmbeddings(
+        {
+          embed: (req, ctx) => inference.embed(req, ctx),
+          models: catalog.models,
+          maxRequestBytes: config.maxRequestBytes,
+          authenticate: (authorization) => apiKeys.authenticate(authorization),
+          logger,
+        },
+        { instanceId: config.instanceId, metrics, isKnownModel: (id) => catalog.models.has(id) },
+      ),
       console: createConsoleStatic(config.consoleDir),
       connect: handler,
     });
@@ -191,11 +213,13 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     log.info({ inFlight, drained }, "in-flight calls drained");
     await server?.close();
     await replies.stop();
+    await cluster.stop();
     await producer.stop();
     try {
       await admin.deleteTopics({ topics: [ownReplyTopic], timeout: 5_000 });
+      await admin.deleteGroups([`shoal-gateway-${config.instanceId}`, `shoal-gateway-status-${config.instanceId}`]);
     } catch (err) {
-      log.warn({ err }, "could not delete this replica's reply topic");
+      log.warn({ err }, "could not delete this replica's reply topic and consumer groups");
     }
     await admin.disconnect();
     log.info("gateway stopped");

@@ -1,5 +1,5 @@
 import type http from "node:http";
-import type http2 from "node:http2";
+import http2 from "node:http2";
 import { isConsolePath } from "./console-static.ts";
 import type { Cors } from "./cors.ts";
 import { OPENAI_EMBEDDINGS_PATH } from "./openai-embeddings.ts";
@@ -29,6 +29,7 @@ const GRPC_JSON = /^application\/grpc(-web(-text)?)?\+json/i;
  */
 export function createHttpFront(routes: HttpFrontRoutes): Handler {
   return (req, res) => {
+    if ("stream" in req) stopUploadAfterResponse(req);
     if (routes.cors.handle(req, res)) return;
     const pathname = (req.url ?? "/").split("?", 1)[0] ?? "/";
     if (pathname === OPENAI_EMBEDDINGS_PATH) routes.openai(req, res);
@@ -44,4 +45,29 @@ export function createHttpFront(routes: HttpFrontRoutes): Handler {
       routes.connect(req, res);
     }
   };
+}
+
+/** How long a finished HTTP/2 response waits for a trailer-less stream's upload before resetting it. */
+const UNREAD_UPLOAD_GRACE_MS = 1_000;
+
+/**
+ * An HTTP/2 response that is complete while the request body is still arriving (an error sent
+ * before the body was read, e.g. a message over the size limit) leaves the rest of the body
+ * unread: the flow-control window never reopens, the client can never finish its upload, and the
+ * stream never closes — the caller hangs although its answer was sent. Once the response has gone,
+ * tell the client to stop sending (RST_STREAM NO_ERROR, which RFC 9113 §8.1 provides for): right
+ * after the trailers for gRPC, after a short grace otherwise (so the reset cannot overtake the
+ * last DATA frame).
+ */
+function stopUploadAfterResponse(req: http2.Http2ServerRequest): void {
+  const stream = req.stream;
+  const reset = (): void => {
+    if (!req.readableEnded && !stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+  };
+  stream.once("finish", () => {
+    if (req.readableEnded || stream.destroyed) return;
+    const timer = setTimeout(reset, UNREAD_UPLOAD_GRACE_MS);
+    stream.once("close", () => clearTimeout(timer));
+    stream.once("wantTrailers", () => setImmediate(reset));
+  });
 }

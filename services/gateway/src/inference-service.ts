@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
   Attr,
@@ -13,15 +13,29 @@ import {
   traceHeaders,
   vectorsToBytes,
   type Catalog,
+  type CatalogModel,
   type ServedLane,
 } from "@shoal/common";
 import { estimateTokens, type Admission } from "./admission.ts";
 import { laneName, servedLane, type LaneName } from "./lanes.ts";
 import { principalKey } from "./auth.ts";
-import { InferenceService, VectorEncoding, type EmbedResponse, EmbedResponseSchema } from "@shoal/gen/shoal/v1/inference_pb.ts";
-import { JobCancelSchema, JobEnvelopeSchema, JobStatus, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
+import type { Lane, TimingSchema } from "@shoal/gen/shoal/v1/common_pb.ts";
+import {
+  ClassifyResponseSchema,
+  EmbedResponseSchema,
+  InferenceService,
+  RerankResponseSchema,
+  VectorEncoding,
+  type ClassifyResponse,
+  type EmbedResponse,
+  type RerankResponse,
+} from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { JobCancelSchema, JobEnvelopeSchema, JobStatus, type JobResult, type ScoresOutput } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { AdmissionRejectedError, JobFailedError, QueueUnavailableError } from "./errors.ts";
 import { validateEmbed, type RequestLimits } from "./embed-request.ts";
+import { estimateRerankTokens, validateRerank } from "./rerank-request.ts";
+import { labelsOf, validateClassify } from "./classify-request.ts";
+import { labelInputs, rankDocuments, readScores } from "./score-results.ts";
 import type { JobProducer } from "./job-producer.ts";
 import type { PendingJobs } from "./pending-jobs.ts";
 
@@ -133,43 +147,87 @@ function setTimingHeaders(ctx: HandlerContext, result: JobResult, totalMs: numbe
   ctx.responseHeader.set("shoal-worker", result.workerId);
 }
 
+/** The envelope's task: one member of JobEnvelope's `task` oneof. */
+type TaskInit = MessageInitShape<typeof JobEnvelopeSchema>["task"];
+
+/** What one RPC contributes to the shared path; everything else is the same for every task. */
+interface JobCall {
+  /** The model id and lane the request names. */
+  readonly model: string;
+  readonly lane: Lane;
+  /** Checks the request against the catalog and the limits; the model it names. */
+  validate(): CatalogModel;
+  /** Estimated prompt tokens: what admission and the key's token rate are charged. */
+  tokens(model: CatalogModel): number;
+  task(model: CatalogModel): TaskInit;
+}
+
+/**
+ * The path every InferenceService call takes: the key may use the model (checked before
+ * validation, so a key learns nothing about models outside its list), the request is valid, the
+ * key's token rate and admission take its cost, and the job goes through the queue.
+ */
+async function runJob(deps: InferenceDeps, ctx: HandlerContext, call: JobCall): Promise<{ model: CatalogModel; result: JobResult }> {
+  // Set by the API key check (Connect interceptor or the OpenAI endpoint); undefined when keys are off.
+  const principal = ctx.values.get(principalKey);
+  principal?.authorizeModel(call.model);
+  const model = call.validate();
+  const lane = servedLane(call.lane, principal?.lane);
+  const plan = { pool: model.pool, lane, tokens: call.tokens(model) };
+  principal?.chargeTokens(plan.tokens);
+  const result = await submit(deps, ctx, plan, (jobId, deadlineUnixMs, now) => ({
+    topic: jobsTopic(model.pool, lane),
+    value: encodeEnvelope(
+      create(JobEnvelopeSchema, {
+        jobId,
+        model: model.id,
+        deadlineUnixMs: BigInt(deadlineUnixMs),
+        enqueuedUnixMs: BigInt(now),
+        replyTo: { topic: deps.replyTopic, partition: 0 },
+        attempt: 1,
+        lane,
+        tenant: principal?.tenant ?? "",
+        task: call.task(model),
+      }),
+    ),
+  }));
+  return { model, result };
+}
+
+/** Sets the timing headers and returns the response's Timing; `started` is the call's start. */
+function finish(ctx: HandlerContext, result: JobResult, started: number): MessageInitShape<typeof TimingSchema> {
+  const totalMs = performance.now() - started;
+  setTimingHeaders(ctx, result, totalMs);
+  return {
+    queueMs: result.timings?.queueMs ?? 0,
+    tokenizeMs: result.timings?.tokenizeMs ?? 0,
+    inferenceMs: result.timings?.inferenceMs ?? 0,
+    totalMs,
+  };
+}
+
+/** The scores a rerank or classify job returned; Internal when the worker sent something else. */
+function scoresOf(result: JobResult): ScoresOutput {
+  if (result.output.case !== "scores") throw new JobFailedError(JobStatus.INTERNAL, "worker returned no scores");
+  return result.output.value;
+}
+
 /** InferenceService: validates, enqueues a job envelope, and answers from the job's result. */
 export function createInferenceService(deps: InferenceDeps): ServiceImpl<typeof InferenceService> {
   return {
     async embed(req, ctx): Promise<EmbedResponse> {
       const started = performance.now();
-      // Set by the API key check (Connect interceptor or the OpenAI endpoint); undefined when keys are off.
-      const principal = ctx.values.get(principalKey);
-      // Before validation, so a key learns nothing about models outside its list.
-      principal?.authorizeModel(req.model);
-      const model = validateEmbed(req, deps.catalog.models, deps.limits);
-      const lane = servedLane(req.lane, principal?.lane);
       const truncate = req.options?.truncate ?? false;
-      const plan = { pool: model.pool, lane, tokens: estimateTokens(req.inputs, model.spec.maxSequenceLength, truncate) };
-      principal?.chargeTokens(plan.tokens);
-      const result = await submit(deps, ctx, plan, (jobId, deadlineUnixMs, now) => ({
-        topic: jobsTopic(model.pool, lane),
-        value: encodeEnvelope(
-          create(JobEnvelopeSchema, {
-            jobId,
-            model: model.id,
-            deadlineUnixMs: BigInt(deadlineUnixMs),
-            enqueuedUnixMs: BigInt(now),
-            replyTo: { topic: deps.replyTopic, partition: 0 },
-            attempt: 1,
-            lane,
-            tenant: principal?.tenant ?? "",
-            task: {
-              case: "embed",
-              value: {
-                inputs: req.inputs,
-                normalize: req.options?.normalize ?? model.spec.normalize,
-                truncate,
-              },
-            },
-          }),
-        ),
-      }));
+      const { model, result } = await runJob(deps, ctx, {
+        model: req.model,
+        lane: req.lane,
+        validate: () => validateEmbed(req, deps.catalog.models, deps.limits),
+        tokens: (m) => estimateTokens(req.inputs, m.spec.maxSequenceLength, truncate),
+        task: (m) => ({
+          case: "embed",
+          value: { inputs: req.inputs, normalize: req.options?.normalize ?? m.spec.normalize, truncate },
+        }),
+      });
       if (result.output.case !== "embed") throw new JobFailedError(JobStatus.INTERNAL, "worker returned no embeddings");
       const out = result.output.value;
       const vectors = bytesToVectors(out.vectors);
@@ -188,18 +246,53 @@ export function createInferenceService(deps: InferenceDeps): ServiceImpl<typeof 
           ? { index: i, float32Le: vectorsToBytes(row), tokens, truncated: truncated.has(i) }
           : { index: i, values: Array.from(row), tokens, truncated: truncated.has(i) };
       });
-      const totalMs = performance.now() - started;
-      setTimingHeaders(ctx, result, totalMs);
+      const timing = finish(ctx, result, started);
       return create(EmbedResponseSchema, {
         model: model.id,
         embeddings,
         usage: { promptTokens, totalTokens: promptTokens },
-        timing: {
-          queueMs: result.timings?.queueMs ?? 0,
-          tokenizeMs: result.timings?.tokenizeMs ?? 0,
-          inferenceMs: result.timings?.inferenceMs ?? 0,
-          totalMs,
-        },
+        timing,
+      });
+    },
+
+    async rerank(req, ctx): Promise<RerankResponse> {
+      const started = performance.now();
+      const { model, result } = await runJob(deps, ctx, {
+        model: req.model,
+        lane: req.lane,
+        validate: () => validateRerank(req, deps.catalog.models, deps.limits),
+        tokens: (m) => estimateRerankTokens(req.query, req.documents, m.spec.maxSequenceLength, req.truncate),
+        task: () => ({ case: "rerank", value: { query: req.query, documents: req.documents, truncate: req.truncate } }),
+      });
+      const rows = readScores(scoresOf(result), req.documents.length, 1);
+      const { results, promptTokens } = rankDocuments(rows, req.documents, { topK: req.topK, returnDocuments: req.returnDocuments });
+      const timing = finish(ctx, result, started);
+      return create(RerankResponseSchema, {
+        model: model.id,
+        results,
+        usage: { promptTokens, totalTokens: promptTokens },
+        timing,
+      });
+    },
+
+    async classify(req, ctx): Promise<ClassifyResponse> {
+      const started = performance.now();
+      const { model, result } = await runJob(deps, ctx, {
+        model: req.model,
+        lane: req.lane,
+        validate: () => validateClassify(req, deps.catalog.models, deps.limits),
+        tokens: (m) => estimateTokens(req.inputs, m.spec.maxSequenceLength, req.truncate),
+        task: () => ({ case: "classify", value: { inputs: req.inputs, truncate: req.truncate } }),
+      });
+      const labels = labelsOf(model);
+      const rows = readScores(scoresOf(result), req.inputs.length, labels.length);
+      const { classifications, promptTokens } = labelInputs(rows, req.inputs.length, labels, req.topK);
+      const timing = finish(ctx, result, started);
+      return create(ClassifyResponseSchema, {
+        model: model.id,
+        classifications,
+        usage: { promptTokens, totalTokens: promptTokens },
+        timing,
       });
     },
   };

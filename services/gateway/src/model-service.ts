@@ -2,15 +2,34 @@ import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Catalog, CatalogModel } from "@shoal/common";
 import { Lane, Task } from "@shoal/gen/shoal/v1/common_pb.ts";
-import { ModelSchema, ModelService, type Model } from "@shoal/gen/shoal/v1/model_pb.ts";
+import type { WorkerStatus } from "@shoal/gen/shoal/v1/cluster_pb.ts";
+import { ModelSchema, ModelService, ResidencyState, type Model } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { InvalidRequestError, ModelNotFoundError } from "./errors.ts";
 import { principalKey } from "./auth.ts";
 
 const tasks: Record<string, Task> = { embed: Task.EMBED, rerank: Task.RERANK, classify: Task.CLASSIFY };
 
-/** @param defaultLane the lane the caller's calls take when they name none */
-function toModel(m: CatalogModel, defaultLane: Lane = Lane.INTERACTIVE): Model {
+/**
+ * A catalog model with its state across the cluster's live workers.
+ * @param defaultLane the lane the caller's calls take when they name none
+ */
+export function toModel(m: CatalogModel, workers: readonly WorkerStatus[], defaultLane: Lane = Lane.INTERACTIVE): Model {
+  const copies = workers.flatMap((w) =>
+    w.pool !== m.pool
+      ? []
+      : w.models.filter((r) => r.model === m.id).map((r) => ({ workerId: w.workerId, state: r.state, loadCount: r.loadCount, lastColdStartMs: r.lastColdStartMs, lastUsed: r.lastUsedUnixMs })),
+  );
+  // Evicted copies count towards the load history but are not replicas.
+  const replicas = copies.filter((r) => r.state !== ResidencyState.EVICTED);
+  // The most recently used copy's cold start stands for "the last one".
+  const latest = copies.filter((r) => r.lastColdStartMs > 0).sort((a, b) => Number(b.lastUsed - a.lastUsed))[0];
   return create(ModelSchema, {
+    labels: m.spec.task === "classify" ? [...m.spec.labels] : [],
+    pinned: m.pinned,
+    memoryBytes: BigInt(m.memoryBytes ?? 0),
+    replicas: replicas.map(({ lastUsed: _lastUsed, ...r }) => r),
+    loadCount: copies.reduce((n, r) => n + r.loadCount, 0n),
+    lastColdStartMs: latest?.lastColdStartMs ?? 0,
     id: m.id,
     task: tasks[m.spec.task] ?? Task.UNSPECIFIED,
     dimensions: m.spec.dimensions,
@@ -21,13 +40,17 @@ function toModel(m: CatalogModel, defaultLane: Lane = Lane.INTERACTIVE): Model {
   });
 }
 
-/** ModelService: what the catalog declares, limited to the models the caller's API key may use. */
-export function createModelService(catalog: Catalog): ServiceImpl<typeof ModelService> {
+/**
+ * ModelService: what the catalog declares with each model's state on the live workers, limited to
+ * the models the caller's API key may use.
+ */
+export function createModelService(catalog: Catalog, workers: () => WorkerStatus[] = () => []): ServiceImpl<typeof ModelService> {
   return {
     listModels(_req, ctx) {
       const principal = ctx.values.get(principalKey);
       const visible = [...catalog.models.values()].filter((m) => principal?.allows(m.id) ?? true);
-      return { models: visible.map((m) => toModel(m, principal?.lane)) };
+      const live = workers();
+      return { models: visible.map((m) => toModel(m, live, principal?.lane)) };
     },
     getModel(req, ctx) {
       if (req.id === "") throw new InvalidRequestError("id: required");
@@ -35,7 +58,7 @@ export function createModelService(catalog: Catalog): ServiceImpl<typeof ModelSe
       principal?.authorizeModel(req.id);
       const model = catalog.models.get(req.id);
       if (!model) throw new ModelNotFoundError(req.id);
-      return { model: toModel(model, principal?.lane) };
+      return { model: toModel(model, workers(), principal?.lane) };
     },
   };
 }

@@ -1,18 +1,32 @@
-import { availableParallelism, hostname } from "node:os";
-import { EnvReader, readKafkaSettings, type KafkaSettings } from "@shoal/common";
+import { availableParallelism, hostname, totalmem } from "node:os";
+import { EnvReader, parseByteSize, readKafkaSettings, type KafkaSettings } from "@shoal/common";
 
 /** The worker's whole configuration, validated once at start. */
 export interface WorkerConfig {
   readonly workerId: string;
   readonly pool: string;
   readonly catalogPath: string;
-  /** Models of the pool this worker loads at start; empty = all of the pool's models. */
+  /**
+   * Models of the pool this worker loads at start (others load on their first job); empty = the
+   * pool's models in catalog order while they fit the budget; ["none"] = none.
+   */
   readonly models: readonly string[];
+  /** Bytes resident models may take (estimates; on CUDA hosts also each session's arena limit). */
+  readonly memoryBudgetBytes: number;
+  /** Which idle model leaves when a load needs room. */
+  readonly residencyPolicy: "lru" | "pinned-by-traffic";
+  /** Runs a job gets before it goes to the dead-letter topic (1 = no retry). */
+  readonly maxAttempts: number;
+  /** How often the worker publishes its status (models, memory, in-flight) to the status topic. */
+  readonly statusIntervalMs: number;
   readonly kafka: KafkaSettings;
   readonly executionProvider: "cpu" | "cuda";
   /** Inference threads per model (each runs one batch at a time). */
   readonly inferenceThreads: number;
-  /** Extra inference threads per model reserved for interactive batches while the batch lane runs. */
+  /**
+   * Interactive batches of a model that may form while one of its batch-lane batches is in
+   * progress; they take the runtime first at the batch lane's next call boundary.
+   */
   readonly interactiveThreads: number;
   /** ONNX Runtime intra-op threads per inference thread. */
   readonly intraOpThreads: number;
@@ -27,6 +41,11 @@ export interface WorkerConfig {
   readonly batchMaxTokens: number;
   readonly batchMaxItems: number;
   readonly batchMaxWaitMs: number;
+  /**
+   * Most padded tokens per model call of the batch lane: between two calls an interactive run
+   * takes the runtime first, so this bounds how long interactive work waits behind the batch lane.
+   */
+  readonly batchLaneCallTokens: number;
   readonly perCallOverheadTokens: number;
   /** Records pulled but not answered; past this the worker stops fetching. */
   readonly maxInFlightJobs: number;
@@ -48,11 +67,18 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
   const sessionTimeoutMs = r.int("SHOAL_SESSION_TIMEOUT_MS", 6_000, { min: 1_000 });
   const heartbeatIntervalMs = r.int("SHOAL_HEARTBEAT_INTERVAL_MS", 1_000, { min: 100 });
   if (heartbeatIntervalMs * 3 > sessionTimeoutMs) r.problem("SHOAL_HEARTBEAT_INTERVAL_MS must be at most a third of SHOAL_SESSION_TIMEOUT_MS");
+  const budgetText = r.optionalString("SHOAL_MEMORY_BUDGET");
+  const memoryBudgetBytes = budgetText === undefined ? Math.floor(totalmem() / 2) : parseByteSize(budgetText);
+  if (memoryBudgetBytes === null) r.problem(`SHOAL_MEMORY_BUDGET: expected a size such as 4GiB or a byte count (got '${budgetText}')`);
   return r.done({
     workerId,
     pool: r.string("SHOAL_POOL", "default"),
     catalogPath: catalogPath ?? "",
     models: r.list("SHOAL_MODELS", []),
+    memoryBudgetBytes: memoryBudgetBytes ?? 0,
+    residencyPolicy: r.oneOf("SHOAL_RESIDENCY_POLICY", ["lru", "pinned-by-traffic"] as const, "pinned-by-traffic"),
+    statusIntervalMs: r.int("SHOAL_STATUS_INTERVAL_MS", 2_000, { min: 100 }),
+    maxAttempts: r.int("SHOAL_MAX_ATTEMPTS", 3, { min: 1, max: 20 }),
     kafka: readKafkaSettings(r, `shoal-worker-${workerId}`),
     executionProvider: r.oneOf("SHOAL_EXECUTION_PROVIDER", ["cpu", "cuda"] as const, "cpu"),
     inferenceThreads: r.int("SHOAL_INFERENCE_THREADS", 1, { min: 1, max: 64 }),
@@ -65,6 +91,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     batchMaxTokens: r.int("SHOAL_BATCH_MAX_TOKENS", 2_048, { min: 16 }),
     batchMaxItems: r.int("SHOAL_BATCH_MAX_ITEMS", 128, { min: 1 }),
     batchMaxWaitMs: r.int("SHOAL_BATCH_MAX_WAIT_MS", 0, { min: 0 }),
+    batchLaneCallTokens: r.int("SHOAL_BATCH_LANE_CALL_TOKENS", 512, { min: 16 }),
     perCallOverheadTokens: r.int("SHOAL_PER_CALL_OVERHEAD_TOKENS", 64, { min: 0 }),
     maxInFlightJobs: r.int("SHOAL_MAX_INFLIGHT_JOBS", 1_024, { min: 1 }),
     sessionTimeoutMs,

@@ -1,6 +1,6 @@
 /**
  * Every span attribute Shoal sets, in one place. Standard names follow the OpenTelemetry
- * semantic conventions (rpc.*, messaging.*); Shoal's own carry the `shoal.` prefix.
+ * semantic conventions (rpc.*, http.*, url.*, messaging.*); Shoal's own carry the `shoal.` prefix.
  */
 export const Attr = {
   // OpenTelemetry semantic conventions
@@ -9,6 +9,15 @@ export const Attr = {
   RPC_METHOD: "rpc.method",
   RPC_GRPC_STATUS_CODE: "rpc.grpc.status_code",
   RPC_CONNECT_ERROR_CODE: "rpc.connect_rpc.error_code",
+  HTTP_REQUEST_METHOD: "http.request.method",
+  HTTP_REQUEST_METHOD_ORIGINAL: "http.request.method_original",
+  HTTP_RESPONSE_STATUS_CODE: "http.response.status_code",
+  HTTP_ROUTE: "http.route",
+  URL_PATH: "url.path",
+  URL_SCHEME: "url.scheme",
+  NETWORK_PROTOCOL_VERSION: "network.protocol.version",
+  USER_AGENT: "user_agent.original",
+  ERROR_TYPE: "error.type",
   MESSAGING_SYSTEM: "messaging.system",
   MESSAGING_DESTINATION: "messaging.destination.name",
   MESSAGING_OPERATION_TYPE: "messaging.operation.type",

@@ -39,6 +39,12 @@ export interface InferencePoolOptions {
 export interface RunGroup {
   /** Token ids per sequence, special tokens included. */
   readonly ids: readonly ArrayLike<number>[];
+  /**
+   * Token types per sequence, parallel to `ids` (same count, same lengths): for pairs, the
+   * `typeIds` of text-tokenizer's `EncodedPair`. Omitted, every type is 0. Ignored by models
+   * without a token-type input (their pairs rely on the separators).
+   */
+  readonly typeIds?: readonly ArrayLike<number>[];
 }
 
 /** Result of {@link InferencePool.run}. */
@@ -172,7 +178,9 @@ class ThreadPool implements InferencePool {
     if (this.closing !== undefined) return Promise.reject(new InferenceError('closed', 'inference pool is closed'));
     let packed: PackedGroup[];
     try {
-      packed = groups.map((g) => packGroup(g.ids));
+      // A model without a token-type input ignores types: don't pack or send them.
+      const typed = this.spec.inputNames.tokenTypeIds !== undefined;
+      packed = groups.map((g) => packGroup(g.ids, typed ? g.typeIds : undefined));
     } catch (err) {
       return Promise.reject(new InferenceError('invalid-input', (err as Error).message, { cause: err }));
     }
@@ -210,7 +218,11 @@ class ThreadPool implements InferencePool {
       if (slot.job !== undefined || slot.gone) continue;
       const job = this.queue.shift()!;
       slot.job = job;
-      const transfer = job.groups.flatMap((g) => [g.inputIds.buffer, g.attentionMask.buffer] as ArrayBuffer[]);
+      const transfer: ArrayBuffer[] = [];
+      for (const g of job.groups) {
+        transfer.push(g.inputIds.buffer as ArrayBuffer, g.attentionMask.buffer as ArrayBuffer);
+        if (g.tokenTypeIds !== undefined) transfer.push(g.tokenTypeIds.buffer as ArrayBuffer);
+      }
       const msg: ToThread = { type: 'run', id: job.id, groups: job.groups };
       slot.worker.postMessage(msg, transfer);
     }

@@ -32,16 +32,25 @@ async function runGroups(session: ort.InferenceSession, groups: readonly PackedG
   let row = 0;
   for (const g of groups) {
     const shape = [g.batch, g.seqLen];
-    if (g.inputIds.length !== g.batch * g.seqLen || g.attentionMask.length !== g.inputIds.length) {
-      throw new InferenceError('invalid-input', `group of ${g.batch}×${g.seqLen} carries ${g.inputIds.length} ids and ${g.attentionMask.length} mask values`);
+    if (
+      g.inputIds.length !== g.batch * g.seqLen ||
+      g.attentionMask.length !== g.inputIds.length ||
+      (g.tokenTypeIds !== undefined && g.tokenTypeIds.length !== g.inputIds.length)
+    ) {
+      throw new InferenceError(
+        'invalid-input',
+        `group of ${g.batch}×${g.seqLen} carries ${g.inputIds.length} ids, ${g.attentionMask.length} mask values and ${g.tokenTypeIds?.length ?? 'no'} type ids`,
+      );
     }
     const feeds: Record<string, ort.Tensor> = {
       [model.inputNames.inputIds]: new ort.Tensor('int64', g.inputIds, shape),
       [model.inputNames.attentionMask]: new ort.Tensor('int64', g.attentionMask, shape),
     };
     if (model.inputNames.tokenTypeIds !== undefined) {
-      // Single-segment inputs: every token type is 0.
-      feeds[model.inputNames.tokenTypeIds] = new ort.Tensor('int64', new BigInt64Array(g.inputIds.length), shape);
+      // Pairs carry their types; single texts have none and every type is 0. A model without a
+      // token-type input (XLM-R rerankers) gets no types: its pairs rely on the separators.
+      const types = g.tokenTypeIds ?? new BigInt64Array(g.inputIds.length);
+      feeds[model.inputNames.tokenTypeIds] = new ort.Tensor('int64', types, shape);
     }
     const started = performance.now();
     let outputs: ort.InferenceSession.ReturnType;

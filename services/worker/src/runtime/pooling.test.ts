@@ -21,6 +21,27 @@ describe('packGroup', () => {
     assert.throws(() => packGroup([[101, 102], []]), /sequence 1 is empty/);
     assert.throws(() => packGroup([[101, 1.5]]), /invalid id at 1/);
   });
+
+  it('packs no token types for single texts', () => {
+    assert.equal(group.tokenTypeIds, undefined);
+  });
+
+  it('packs token types parallel to the ids, 0 in padding', () => {
+    const pairs = packGroup([[101, 7, 102, 8, 102], [101, 102, 9, 102]], [[0, 0, 0, 1, 1], new Uint8Array([0, 0, 1, 1])]);
+    assert.equal(pairs.seqLen, 5);
+    assert.deepEqual([...pairs.inputIds], [101n, 7n, 102n, 8n, 102n, 101n, 102n, 9n, 102n, 0n]);
+    assert.deepEqual([...pairs.attentionMask], [1n, 1n, 1n, 1n, 1n, 1n, 1n, 1n, 1n, 0n]);
+    assert.ok(pairs.tokenTypeIds instanceof BigInt64Array);
+    assert.deepEqual([...pairs.tokenTypeIds], [0n, 0n, 0n, 1n, 1n, 0n, 0n, 1n, 1n, 0n]);
+    // Each buffer is its own, so each can be transferred.
+    assert.notEqual(pairs.tokenTypeIds.buffer, pairs.inputIds.buffer);
+  });
+
+  it('rejects type ids that do not match the sequences', () => {
+    assert.throws(() => packGroup([[101, 102], [101, 102]], [[0, 0]]), /group of 2 sequences has type ids for 1/);
+    assert.throws(() => packGroup([[101, 7, 102]], [[0, 0]]), /sequence 0 has 3 ids but 2 type ids/);
+    assert.throws(() => packGroup([[101, 7, 102]], [[0, -1, 0]]), /invalid type id at 1/);
+  });
 });
 
 describe('poolInto', () => {

@@ -13,11 +13,15 @@ const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
 const ENSURE = join(REPO_ROOT, 'infra', 'models', 'src', 'ensure.ts');
 const cache = new Map<string, Promise<string>>();
 
+/** Generator presets the runtime tests use (infra/models/src/presets.ts). */
+export type TestPreset = 'tiny' | 'mini' | 'tiny-rerank' | 'tiny-classify' | 'tiny-multilabel';
+
 /**
- * Directory of a generated model preset (`tiny`, `mini`), built into the shared cache on first use
- * by the generator's CLI, as a developer would run it.
+ * Directory of a generated model preset (`tiny`, `mini`; `tiny-rerank`, `tiny-classify`,
+ * `tiny-multilabel` for the task heads), built into the shared cache on first use by the
+ * generator's CLI, as a developer would run it.
  */
-export function generatedModelDir(preset: 'tiny' | 'mini'): Promise<string> {
+export function generatedModelDir(preset: TestPreset): Promise<string> {
   let dir = cache.get(preset);
   if (dir === undefined) {
     dir = promisify(execFile)(process.execPath, ['--import', 'tsx', ENSURE, '--preset', preset, '--print-path'], {

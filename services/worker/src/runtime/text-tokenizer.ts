@@ -1,11 +1,14 @@
 /**
  * Text → token ids for one model, with the truncation that `@huggingface/tokenizers` lacks:
- * the special-token frame ([CLS] … [SEP] for BERT) is kept and the middle is cut.
+ * the special-token frame ([CLS] … [SEP] for BERT) is kept and the middle is cut. Also encodes
+ * (query, document) pairs for cross-encoders, framed by the tokenizer's pair template and cut
+ * `longest_first` as Hugging Face's fast tokenizers do.
  */
 import { readFile } from 'node:fs/promises';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { InputTooLongError, ModelLoadError } from './errors.ts';
 import type { ModelSpec } from '@shoal/common/model-manifest';
+import { longestFirstLengths, readPairTemplate, type PairTemplate } from './pair-template.ts';
 
 /** Result of {@link TextTokenizer.encode}. */
 export interface EncodedText {
@@ -17,7 +20,19 @@ export interface EncodedText {
   readonly truncated: boolean;
 }
 
-/** Options of {@link TextTokenizer.encode}. */
+/** Result of {@link TextTokenizer.encodePair}. */
+export interface EncodedPair {
+  /** Token ids of the framed pair (BERT: `[CLS] query [SEP] document [SEP]`); at most `maxSequenceLength`. */
+  readonly ids: Int32Array;
+  /** Token type per id, as the pair template says (BERT: 0 through the first [SEP], 1 after). */
+  readonly typeIds: Uint8Array;
+  /** Tokens the model will see (`ids.length`), after any truncation. */
+  readonly tokenCount: number;
+  /** Whether query or document tokens were cut to fit `maxSequenceLength`. */
+  readonly truncated: boolean;
+}
+
+/** Options of {@link TextTokenizer.encode} and {@link TextTokenizer.encodePair}. */
 export interface EncodeOptions {
   /** Cut texts longer than the model's limit; when false they throw {@link InputTooLongError}. */
   readonly truncate: boolean;
@@ -34,6 +49,17 @@ export interface TextTokenizer {
    *   `maxSequenceLength` tokens
    */
   encode(text: string, opts: EncodeOptions): EncodedText;
+  /**
+   * Encodes a (query, document) pair for a cross-encoder with the tokenizer.json pair template.
+   * With `truncate`, a pair over `maxSequenceLength` is cut `longest_first` (tokens come off the
+   * end of the longer segment; the template's special tokens stay), matching Hugging Face fast
+   * tokenizers and so sentence-transformers' CrossEncoder. Empty texts give empty segments.
+   * @throws InputTooLongError when `truncate` is false and the framed pair has more than
+   *   `maxSequenceLength` tokens
+   * @throws Error when the tokenizer has no usable pair template (createTextTokenizer already
+   *   refuses such a tokenizer for a rerank model)
+   */
+  encodePair(query: string, document: string, opts: EncodeOptions): EncodedPair;
 }
 
 /**
@@ -86,10 +112,10 @@ function boundaryPrefix(text: string, maxChars: number): string | undefined {
  */
 export async function createTextTokenizer(spec: ModelSpec): Promise<TextTokenizer> {
   const path = spec.tokenizerPath;
-  let json: { normalizer?: unknown };
+  let json: { normalizer?: unknown; post_processor?: unknown };
   let tokenizer: Tokenizer;
   try {
-    json = JSON.parse(await readFile(path, 'utf8')) as { normalizer?: unknown };
+    json = JSON.parse(await readFile(path, 'utf8')) as { normalizer?: unknown; post_processor?: unknown };
     tokenizer = new Tokenizer(json, {});
   } catch (err) {
     throw new ModelLoadError(path, [`tokenizer: cannot be loaded (${(err as Error).message})`], { cause: err });
@@ -112,11 +138,67 @@ export async function createTextTokenizer(spec: ModelSpec): Promise<TextTokenize
       `maxSequenceLength: ${limit} leaves no room for text after ${specialPrefix + specialSuffix} special tokens`,
     ]);
   }
+  // Pairs: read from the JSON rather than asked of the library, whose pair encoding differs from
+  // the Rust reference for RoBERTa (see pair-template.ts). Only a reranker must have one.
+  const pairTemplate = readPairTemplate(json.post_processor);
+  const pairProblem = typeof pairTemplate === 'string'
+    ? `tokenizer: ${pairTemplate}`
+    : limit - pairTemplate.specialCount < 2
+      ? `maxSequenceLength: ${limit} leaves less than one token each for query and document after ${pairTemplate.specialCount} special tokens`
+      : undefined;
+  if (pairProblem !== undefined && spec.task === 'rerank') throw new ModelLoadError(path, [pairProblem]);
+
   // Enough characters to yield more than `limit` tokens for any ordinary text (WordPiece emits
   // at most one token per character, usually one per 3-5): long inputs are encoded from a prefix.
   const prefixChars = Math.max(4096, limit * 16);
 
   const encodeIds = (text: string): number[] => tokenizer.encode(spaceCjk ? spaceAstralCjk(text) : text).ids as number[];
+  const segmentIds = (text: string): number[] =>
+    tokenizer.encode(spaceCjk ? spaceAstralCjk(text) : text, { add_special_tokens: false }).ids as number[];
+
+  /**
+   * A pair segment's ids without special tokens. With `cap`, a long text is encoded from a
+   * boundary prefix when that already gives more than `cap` tokens: the ids are then its first
+   * tokens and `whole` is false (the text has at least `ids.length` tokens).
+   */
+  const segment = (text: string, cap: number | undefined): { ids: number[]; whole: boolean } => {
+    if (cap !== undefined && text.length > prefixChars) {
+      const prefix = boundaryPrefix(text, prefixChars);
+      const ids = prefix === undefined ? undefined : segmentIds(prefix);
+      if (ids !== undefined && ids.length > cap) return { ids, whole: false };
+    }
+    return { ids: segmentIds(text), whole: true };
+  };
+
+  const encodePair = (template: PairTemplate, query: string, document: string, opts: EncodeOptions): EncodedPair => {
+    const budget = limit - template.specialCount;
+    let a = segment(query, opts.truncate ? budget : undefined);
+    let b = segment(document, opts.truncate ? budget : undefined);
+    // A segment encoded from a prefix is only known to have more than `budget` tokens. That is
+    // enough for longest_first unless it leaves open which segment is longer; both are then cut
+    // to half the budget and the order only decides who keeps the odd token of an odd budget:
+    // measure whole in that case (two very long texts, rare).
+    const order = (x: typeof a, y: typeof a): boolean => y.whole && x.ids.length > y.ids.length;
+    if (budget % 2 === 1 && !(a.whole && b.whole) && !order(a, b) && !order(b, a)) {
+      if (!a.whole) a = segment(query, undefined);
+      if (!b.whole) b = segment(document, undefined);
+    }
+    const total = a.ids.length + b.ids.length + template.specialCount;
+    if (total > limit && !opts.truncate) throw new InputTooLongError(total, limit);
+    const [na, nb] = longestFirstLengths(a.ids.length, b.ids.length, budget);
+    const tokenCount = na + nb + template.specialCount;
+    const ids = new Int32Array(tokenCount);
+    const typeIds = new Uint8Array(tokenCount);
+    let at = 0;
+    for (const piece of template.pieces) {
+      const src = piece.kind === 'special' ? piece.ids : piece.segment === 'A' ? a.ids : b.ids;
+      const n = piece.kind === 'special' ? src.length : piece.segment === 'A' ? na : nb;
+      for (let i = 0; i < n; i++) ids[at + i] = src[i]!;
+      typeIds.fill(piece.typeId, at, at + n);
+      at += n;
+    }
+    return { ids, typeIds, tokenCount, truncated: na < a.ids.length || nb < b.ids.length };
+  };
 
   const truncateIds = (ids: readonly number[]): Int32Array => {
     const out = new Int32Array(limit);
@@ -140,6 +222,12 @@ export async function createTextTokenizer(spec: ModelSpec): Promise<TextTokenize
       if (ids.length <= limit) return { ids: Int32Array.from(ids), tokenCount: ids.length, truncated: false };
       if (!opts.truncate) throw new InputTooLongError(ids.length, limit);
       return { ids: truncateIds(ids), tokenCount: limit, truncated: true };
+    },
+    encodePair(query: string, document: string, opts: EncodeOptions): EncodedPair {
+      if (typeof pairTemplate === 'string' || pairProblem !== undefined) {
+        throw new Error(`cannot encode pairs with ${path}: ${pairProblem ?? pairTemplate}`);
+      }
+      return encodePair(pairTemplate, query, document, opts);
     },
   };
 }

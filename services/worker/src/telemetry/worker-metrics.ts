@@ -18,6 +18,14 @@ export interface WorkerMetrics {
   readonly modelsResident: Gauge;
   readonly modelLoads: Counter<"model">;
   readonly coldStartSeconds: Gauge<"model">;
+  readonly modelEvictions: Counter<"model">;
+  readonly modelLoadFailures: Counter<"model">;
+  readonly residencyThrash: Counter<"model">;
+  readonly memoryUsedBytes: Gauge;
+  readonly memoryBudgetBytes: Gauge;
+  readonly jobsWaitingForLoad: Gauge;
+  readonly retries: Counter<"model">;
+  readonly deadLetters: Counter<"reason">;
 }
 
 /** @param inFlight read at scrape time: records pulled and not yet answered */
@@ -67,5 +75,23 @@ export function createWorkerMetrics(inFlight: () => number): WorkerMetrics {
     modelsResident: new Gauge({ name: "shoal_worker_models_resident", help: "Models loaded on this worker", registers }),
     modelLoads: new Counter({ name: "shoal_worker_model_loads_total", help: "Model loads", labelNames: ["model"], registers }),
     coldStartSeconds: new Gauge({ name: "shoal_worker_model_cold_start_seconds", help: "Time of the last load of a model", labelNames: ["model"], registers }),
+    modelEvictions: new Counter({ name: "shoal_worker_model_evictions_total", help: "Models unloaded to make room under the memory budget", labelNames: ["model"], registers }),
+    modelLoadFailures: new Counter({ name: "shoal_worker_model_load_failures_total", help: "Model loads that failed", labelNames: ["model"], registers }),
+    residencyThrash: new Counter({
+      name: "shoal_worker_residency_thrash_total",
+      help: "Loads of a model evicted shortly before (load/evict churn: raise the budget or pin the model)",
+      labelNames: ["model"],
+      registers,
+    }),
+    memoryUsedBytes: new Gauge({ name: "shoal_worker_memory_used_bytes", help: "Estimated bytes of resident and loading models", registers }),
+    memoryBudgetBytes: new Gauge({ name: "shoal_worker_memory_budget_bytes", help: "Memory budget for resident models", registers }),
+    jobsWaitingForLoad: new Gauge({ name: "shoal_worker_jobs_waiting_for_load", help: "Jobs waiting for their model to load", registers }),
+    retries: new Counter({ name: "shoal_worker_job_retries_total", help: "Failed jobs written to the retry topic", labelNames: ["model"], registers }),
+    deadLetters: new Counter({
+      name: "shoal_worker_dead_letters_total",
+      help: "Records moved to the dead-letter topic: jobs that failed every attempt, records that are not jobs",
+      labelNames: ["reason"],
+      registers,
+    }),
   };
 }

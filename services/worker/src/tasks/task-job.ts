@@ -1,22 +1,23 @@
-import { create } from "@bufbuild/protobuf";
-import { vectorsToBytes } from "@shoal/common";
-import {
-  JobResultSchema,
-  JobStatus,
-  type EmbedTask,
-  type JobEnvelope,
-  type JobResult,
-} from "@shoal/gen/shoal/v1/job_pb.ts";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { JobResultSchema, JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import type { BatchItem, LaneName } from "../batching/batcher.ts";
-import type { EncodedText } from "../runtime/text-tokenizer.ts";
-import { l2normalize } from "../runtime/l2-normalize.ts";
 import type { JobTrace } from "../telemetry/job-trace.ts";
 
-/** One text of an embed job, as the batcher sees it. */
-export interface EmbedItem extends BatchItem {
-  readonly job: EmbedJob;
+/** One tokenized input of a job: a text, or a (query, document) pair. */
+export interface EncodedInput {
+  readonly ids: Int32Array;
+  /** Token types (segment ids) of a pair; undefined for single texts (all 0). */
+  readonly typeIds?: Uint8Array | undefined;
+  readonly tokenCount: number;
+  readonly truncated: boolean;
+}
+
+/** One input of a job, as the batcher sees it. */
+export interface TaskItem extends BatchItem {
+  readonly job: TaskJob;
   readonly index: number;
   readonly ids: Int32Array;
+  readonly typeIds: Uint8Array | undefined;
 }
 
 /** What the batch that computed some of a job's items reports back. */
@@ -27,13 +28,27 @@ export interface BatchReport {
   readonly paddedTokens: number;
 }
 
+/** A job's output, built from its rows once all are in (the JobResult `output` oneof). */
+export type JobOutput = NonNullable<MessageInitShape<typeof JobResultSchema>["output"]>;
+
+/** Turns a finished job's rows (inputs × width, in input order) into its output. */
+export type OutputShaper = (rows: Float32Array, encoded: readonly EncodedInput[]) => JobOutput;
+
+/** When a job arrived, its lane and when it is due, in the runner's clock. */
+export interface JobSchedule {
+  readonly enqueuedAtMs: number;
+  readonly lane: LaneName;
+  readonly deadlineMs: number;
+}
+
 /**
- * An embed job in flight on a worker: its tokenized texts, the vectors computed so far, and the
- * result once every text has its vector (or the job failed). Finishes exactly once.
+ * A job in flight on a worker, of any task: its tokenized inputs, the rows the model computed so
+ * far (a vector, a logit or label logits per input), and the result once every input has its row
+ * (or the job failed). Finishes exactly once.
  */
-export class EmbedJob {
-  readonly items: readonly EmbedItem[];
-  private readonly vectors: Float32Array;
+export class TaskJob {
+  readonly items: readonly TaskItem[];
+  private readonly rows: Float32Array;
   private remaining: number;
   private queueMs: number | undefined;
   private inferenceMs = 0;
@@ -43,17 +58,18 @@ export class EmbedJob {
 
   constructor(
     readonly envelope: JobEnvelope,
-    private readonly task: EmbedTask,
-    private readonly encoded: readonly EncodedText[],
-    readonly dimensions: number,
+    private readonly encoded: readonly EncodedInput[],
+    /** Values per input the model computes. */
+    readonly width: number,
     private readonly tokenizeMs: number,
-    schedule: { enqueuedAtMs: number; lane: LaneName; deadlineMs: number },
+    schedule: JobSchedule,
     readonly trace: JobTrace,
+    private readonly shape: OutputShaper,
     private readonly onFinish: (result: JobResult) => void,
   ) {
-    this.vectors = new Float32Array(encoded.length * dimensions);
+    this.rows = new Float32Array(encoded.length * width);
     this.remaining = encoded.length;
-    this.items = encoded.map((e, index) => ({ job: this, index, ids: e.ids, tokens: e.tokenCount, ...schedule }));
+    this.items = encoded.map((e, index) => ({ job: this, index, ids: e.ids, typeIds: e.typeIds, tokens: e.tokenCount, ...schedule }));
   }
 
   get id(): string {
@@ -69,10 +85,10 @@ export class EmbedJob {
     return this.envelope.deadlineUnixMs > 0n && nowUnixMs >= Number(this.envelope.deadlineUnixMs);
   }
 
-  /** Stores the vector of item `index`; finishes the job when it was the last one. */
-  accept(index: number, vector: Float32Array, batch: BatchReport): void {
+  /** Stores the row of item `index`; finishes the job when it was the last one. */
+  accept(index: number, row: Float32Array, batch: BatchReport): void {
     if (this.finished) return;
-    this.vectors.set(vector, index * this.dimensions);
+    this.rows.set(row, index * this.width);
     this.queueMs ??= Math.max(0, Date.now() - Number(this.envelope.enqueuedUnixMs) - (performance.now() - batch.startedAtMs));
     this.inferenceMs = Math.max(this.inferenceMs, batch.inferenceMs);
     this.batchItems = Math.max(this.batchItems, batch.items);
@@ -90,9 +106,6 @@ export class EmbedJob {
 
   private succeed(): void {
     this.finished = true;
-    if (this.task.normalize) l2normalize(this.vectors, this.dimensions);
-    const truncated: number[] = [];
-    this.encoded.forEach((e, i) => e.truncated && truncated.push(i));
     this.onFinish(
       create(JobResultSchema, {
         jobId: this.id,
@@ -105,15 +118,7 @@ export class EmbedJob {
           batchItems: this.batchItems,
           batchTokens: this.batchTokens,
         },
-        output: {
-          case: "embed",
-          value: {
-            dimensions: this.dimensions,
-            vectors: vectorsToBytes(this.vectors),
-            tokenCounts: this.encoded.map((e) => e.tokenCount),
-            truncated,
-          },
-        },
+        output: this.shape(this.rows, this.encoded),
       }),
     );
   }

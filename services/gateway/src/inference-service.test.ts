@@ -1,0 +1,211 @@
+import assert from "node:assert/strict";
+import { beforeEach, describe, test } from "node:test";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { Code, createContextValues, createHandlerContext, type HandlerContext } from "@connectrpc/connect";
+import { decodeEnvelope, type Catalog, type CatalogModel } from "@shoal/common";
+import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
+import {
+  ClassifyRequestSchema,
+  ClassifyResponseSchema,
+  EmbedRequestSchema,
+  EmbedResponseSchema,
+  InferenceService,
+  RerankRequestSchema,
+  RerankResponseSchema,
+  VectorEncoding,
+} from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { JobResultSchema, JobStatus, type JobEnvelope } from "@shoal/gen/shoal/v1/job_pb.ts";
+import { Admission } from "./admission.ts";
+import { toConnectError } from "./errors.ts";
+import { createInferenceService } from "./inference-service.ts";
+import type { JobProducer } from "./job-producer.ts";
+import { PendingJobs } from "./pending-jobs.ts";
+
+const fake = (id: string, spec: Record<string, unknown>): CatalogModel =>
+  ({ id, pool: "p", spec: { maxSequenceLength: 128, ...spec }, batching: {} }) as unknown as CatalogModel;
+
+const catalog = {
+  path: "/dev/null",
+  pools: new Map([["p", { name: "p", partitions: 1 }]]),
+  models: new Map<string, CatalogModel>([
+    ["emb", fake("emb", { task: "embed", dimensions: 2, normalize: true })],
+    ["rr", fake("rr", { task: "rerank", dimensions: 1, scoreActivation: "sigmoid" })],
+    ["cls", fake("cls", { task: "classify", dimensions: 3, labels: ["neg", "neu", "pos"], problemType: "single_label" })],
+  ]),
+} as unknown as Catalog;
+
+type Output = MessageInitShape<typeof JobResultSchema>["output"];
+const f32 = (values: number[]): Uint8Array => new Uint8Array(new Float32Array(values).buffer);
+
+/**
+ * The service over a stand-in queue: the producer decodes each envelope it is given and answers
+ * it at once through PendingJobs, as the reply consumer would, with what `worker` returns.
+ */
+function harness() {
+  const pending = new PendingJobs();
+  const sent: { topic: string; envelope: JobEnvelope }[] = [];
+  const admitted: number[] = [];
+  let worker: (env: JobEnvelope) => Output = () => ({ case: undefined });
+  const producer: JobProducer = {
+    start: async () => undefined,
+    stop: async () => undefined,
+    async send(topic, message) {
+      const envelope = decodeEnvelope(message.value as Buffer);
+      sent.push({ topic, envelope });
+      queueMicrotask(() =>
+        pending.settle(
+          create(JobResultSchema, {
+            jobId: envelope.jobId,
+            status: JobStatus.OK,
+            workerId: "w-1",
+            timings: { queueMs: 1, tokenizeMs: 2, inferenceMs: 3 },
+            output: worker(envelope),
+          }),
+        ),
+      );
+    },
+  };
+  const limits = { maxInFlightTokens: 1e6, maxQueuedTokens: 1e6 };
+  const service = createInferenceService({
+    catalog,
+    producer,
+    pending,
+    replyTopic: "shoal.replies.gw-test",
+    limits: { maxInputsPerRequest: 8, maxInputChars: 100 },
+    defaultTimeoutMs: 5_000,
+    maxTimeoutMs: 10_000,
+    isAccepting: () => true,
+    isQueueReachable: () => true,
+    admission: new Admission({ interactive: limits, batch: limits }),
+    onAdmitted: (_lane, tokens) => admitted.push(tokens),
+    onRejected: () => undefined,
+  });
+  return {
+    service,
+    sent,
+    admitted,
+    answer: (fn: (env: JobEnvelope) => Output) => (worker = fn),
+  };
+}
+
+function ctxFor(method: (typeof InferenceService.method)[keyof typeof InferenceService.method]): HandlerContext {
+  return createHandlerContext({
+    service: InferenceService,
+    method,
+    protocolName: "test",
+    requestMethod: "POST",
+    url: "/test",
+    requestSignal: new AbortController().signal,
+    requestHeader: new Headers(),
+    contextValues: createContextValues(),
+  });
+}
+
+/** Asserts a handler's answer (a promise: the handlers are async) fails with `code` and `message`. */
+async function rejects(answer: unknown, code: Code, message: RegExp): Promise<void> {
+  await assert.rejects(Promise.resolve(answer), (err: unknown) => {
+    const mapped = toConnectError(err);
+    assert.equal(Code[mapped.code], Code[code]);
+    assert.match(mapped.rawMessage, message);
+    return true;
+  });
+}
+
+describe("InferenceService handlers over a stand-in queue (real PendingJobs and Admission)", () => {
+  let h: ReturnType<typeof harness>;
+  beforeEach(() => (h = harness()));
+
+  test("Embed: envelope, vectors, usage and timing headers as before", async () => {
+    h.answer((env) => {
+      assert.equal(env.task.case, "embed");
+      return { case: "embed", value: { dimensions: 2, vectors: f32([1, 2, 3, 4]), tokenCounts: [3, 5], truncated: [1] } };
+    });
+    const ctx = ctxFor(InferenceService.method.embed);
+    const res = create(EmbedResponseSchema, await h.service.embed(
+      create(EmbedRequestSchema, { model: "emb", inputs: ["hello", "world!"], lane: Lane.BATCH, options: { encoding: VectorEncoding.FLOAT32_LE } }),
+      ctx,
+    ));
+    const env = h.sent[0]!.envelope;
+    assert.equal(h.sent[0]!.topic.includes("batch"), true);
+    assert.deepEqual(env.task, { case: "embed", value: env.task.value });
+    assert.ok(env.task.case === "embed" && env.task.value.normalize === true && env.task.value.truncate === false);
+    assert.equal(env.model, "emb");
+    assert.equal(env.replyTo?.topic, "shoal.replies.gw-test");
+    assert.deepEqual(res.embeddings.map((e) => [e.index, Array.from(new Float32Array(new Uint8Array(e.float32Le).buffer)), e.tokens, e.truncated]), [
+      [0, [1, 2], 3, false],
+      [1, [3, 4], 5, true],
+    ]);
+    assert.deepEqual(res.usage, { $typeName: "shoal.v1.Usage", promptTokens: 8, totalTokens: 8 });
+    assert.equal(ctx.responseHeader.get("shoal-worker"), "w-1");
+    assert.equal(ctx.responseHeader.get("shoal-inference-ms"), "3.00");
+    assert.equal(res.timing?.queueMs, 1);
+  });
+
+  test("Rerank: pairs go to the worker; results sorted, top_k applied, documents copied, usage summed", async () => {
+    h.answer((env) => {
+      assert.ok(env.task.case === "rerank");
+      assert.equal(env.task.value.query, "what is a cat");
+      assert.deepEqual(env.task.value.documents, ["dogs", "cats purr", "tax law"]);
+      assert.equal(env.task.value.truncate, true);
+      return { case: "scores", value: { perInput: 1, scores: f32([0.3, 0.95, 0.01]), tokenCounts: [7, 9, 8], truncated: [1] } };
+    });
+    const ctx = ctxFor(InferenceService.method.rerank);
+    const res = create(RerankResponseSchema, await h.service.rerank(
+      create(RerankRequestSchema, { model: "rr", query: "what is a cat", documents: ["dogs", "cats purr", "tax law"], topK: 2, truncate: true, returnDocuments: true }),
+      ctx,
+    ));
+    assert.deepEqual(res.results.map((r) => [r.index, r.document, r.tokens, r.truncated]), [
+      [1, "cats purr", 9, true],
+      [0, "dogs", 7, false],
+    ]);
+    assert.equal(res.results[0]!.score, Math.fround(0.95));
+    assert.equal(res.usage?.promptTokens, 24);
+    assert.equal(res.model, "rr");
+    assert.equal(ctx.responseHeader.get("shoal-worker"), "w-1");
+    // (13 + 4) / 3 -> 6 + 2, (13 + 9) / 3 -> 8 + 2, (13 + 7) / 3 -> 7 + 2
+    assert.deepEqual(h.admitted, [8 + 10 + 9]);
+  });
+
+  test("Classify: labels from the catalog, by score, top_k per input", async () => {
+    h.answer((env) => {
+      assert.ok(env.task.case === "classify");
+      assert.deepEqual(env.task.value.inputs, ["great", "awful"]);
+      return { case: "scores", value: { perInput: 3, scores: f32([0.05, 0.15, 0.8, 0.7, 0.2, 0.1]), tokenCounts: [3, 3] } };
+    });
+    const res = create(
+      ClassifyResponseSchema,
+      await h.service.classify(create(ClassifyRequestSchema, { model: "cls", inputs: ["great", "awful"], topK: 2 }), ctxFor(InferenceService.method.classify)),
+    );
+    assert.deepEqual(
+      res.classifications.map((c) => [c.index, c.labels.map((l) => l.label)]),
+      [
+        [0, ["pos", "neu"]],
+        [1, ["neg", "neu"]],
+      ],
+    );
+    assert.equal(res.usage?.totalTokens, 6);
+  });
+
+  test("a result of the wrong shape or kind is Internal", async () => {
+    h.answer(() => ({ case: "scores", value: { perInput: 2, scores: f32([0.1, 0.2]), tokenCounts: [1] } }));
+    await rejects(h.service.rerank(create(RerankRequestSchema, { model: "rr", query: "q", documents: ["d"] }), ctxFor(InferenceService.method.rerank)), Code.Internal, /wrong shape/);
+    h.answer(() => ({ case: "scores", value: { perInput: 2, scores: f32([0.1, 0.2]), tokenCounts: [1] } }));
+    await rejects(h.service.classify(create(ClassifyRequestSchema, { model: "cls", inputs: ["x"] }), ctxFor(InferenceService.method.classify)), Code.Internal, /wrong shape/);
+    h.answer(() => ({ case: "embed", value: { dimensions: 1, vectors: f32([1]), tokenCounts: [1] } }));
+    await rejects(h.service.classify(create(ClassifyRequestSchema, { model: "cls", inputs: ["x"] }), ctxFor(InferenceService.method.classify)), Code.Internal, /no scores/);
+  });
+
+  test("invalid requests never reach the queue: NotFound, task mismatch, limits", async () => {
+    await rejects(h.service.rerank(create(RerankRequestSchema, { model: "nope", query: "q", documents: ["d"] }), ctxFor(InferenceService.method.rerank)), Code.NotFound, /'nope'/);
+    await rejects(h.service.rerank(create(RerankRequestSchema, { model: "cls", query: "q", documents: ["d"] }), ctxFor(InferenceService.method.rerank)), Code.InvalidArgument, /call Classify/);
+    await rejects(h.service.classify(create(ClassifyRequestSchema, { model: "emb", inputs: ["x"] }), ctxFor(InferenceService.method.classify)), Code.InvalidArgument, /call Embed/);
+    await rejects(h.service.embed(create(EmbedRequestSchema, { model: "rr", inputs: ["x"] }), ctxFor(InferenceService.method.embed)), Code.InvalidArgument, /call Rerank/);
+    await rejects(
+      h.service.rerank(create(RerankRequestSchema, { model: "rr", query: "q", documents: Array.from({ length: 9 }, () => "d") }), ctxFor(InferenceService.method.rerank)),
+      Code.InvalidArgument,
+      /^documents: 9 documents exceed the limit of 8 per request$/,
+    );
+    await rejects(h.service.rerank(create(RerankRequestSchema, { model: "rr", query: "", documents: ["d"] }), ctxFor(InferenceService.method.rerank)), Code.InvalidArgument, /^query: empty text$/);
+    assert.equal(h.sent.length, 0);
+  });
+});

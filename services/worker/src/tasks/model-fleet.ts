@@ -1,0 +1,155 @@
+import { stat } from "node:fs/promises";
+import type { Catalog, CatalogModel, Logger } from "@shoal/common";
+import type { Clock } from "../batching/clock.ts";
+import type { ComputeGate } from "../batching/compute-gate.ts";
+import { Residency, type Lease, type ResidencyEvent } from "../residency/residency.ts";
+import { createInferencePool } from "../runtime/inference-pool.ts";
+import { createTextTokenizer } from "../runtime/text-tokenizer.ts";
+import type { WorkerConfig } from "../config.ts";
+import type { WorkerMetrics } from "../telemetry/worker-metrics.ts";
+import { ModelRunner, type ModelRunnerOptions } from "./model-runner.ts";
+
+/** Fixed cost of a session beyond its weights (arena, tokenizer, thread), bytes. */
+const SESSION_OVERHEAD_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Resident bytes of a model on this worker: each inference thread holds its own session, so the
+ * per-session size (the catalog's `memory`, else the manifest's, else 1.5× the ONNX file) times
+ * the threads.
+ */
+export async function estimateModelBytes(model: CatalogModel, sessions: number): Promise<number> {
+  const perSession = model.memoryBytes ?? Math.ceil((await stat(model.spec.modelPath)).size * 1.5) + SESSION_OVERHEAD_BYTES;
+  return perSession * sessions;
+}
+
+export interface ModelFleetDeps {
+  readonly config: WorkerConfig;
+  readonly catalog: Catalog;
+  readonly gate: ComputeGate;
+  readonly metrics: WorkerMetrics;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Per-model runner options (batching, callbacks) the worker composes. */
+  readonly runnerOptions: (model: CatalogModel) => ModelRunnerOptions;
+  /** Told about every residency change (status publishing). */
+  readonly onChange: () => void;
+}
+
+/** The pool's models on this worker: loaded on demand under the memory budget, evicted by policy. */
+export interface ModelFleet {
+  readonly residency: Residency<ModelRunner>;
+  /** Loads the start-up models (those named, else the pool's while they fit); failures are logged. */
+  preload(): Promise<void>;
+  tryAcquire(model: string): Lease<ModelRunner> | undefined;
+  acquire(model: string): Promise<Lease<ModelRunner>>;
+  close(): Promise<void>;
+}
+
+export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet> {
+  const { config, catalog, metrics } = deps;
+  const log = deps.logger.child({ component: "models" });
+  // One session per inference thread: the compute gate never runs more than `inferenceThreads`
+  // calls at once across all models, interactive ones included.
+  const sessions = config.inferenceThreads;
+  const poolModels = [...catalog.models.values()].filter((m) => m.pool === config.pool);
+  const sizes = new Map<string, number>();
+  for (const m of poolModels) sizes.set(m.id, await estimateModelBytes(m, sessions));
+
+  async function load(id: string): Promise<ModelRunner> {
+    const model = catalog.models.get(id)!;
+    const inference = await createInferencePool({
+      spec: model.spec,
+      threads: sessions,
+      intraOpThreads: config.intraOpThreads,
+      allowSpinning: config.ortAllowSpinning,
+      executionProvider: config.executionProvider,
+      // The CUDA arena cannot be capped from here: onnxruntime-node 1.30 forwards only deviceId to
+      // the CUDA provider. The budget is kept by this worker's accounting of model sizes.
+      logger: log,
+    });
+    try {
+      const tokenizer = await createTextTokenizer(model.spec);
+      return new ModelRunner(model.spec, tokenizer, inference, deps.runnerOptions(model), deps.clock, log);
+    } catch (err) {
+      await inference.close();
+      throw err;
+    }
+  }
+
+  function onEvent(e: ResidencyEvent): void {
+    const labels = { model: e.model };
+    switch (e.type) {
+      case "loaded":
+        metrics.modelLoads.inc(labels);
+        metrics.coldStartSeconds.set(labels, e.coldStartMs / 1000);
+        log.info({ model: e.model, coldStartMs: Math.round(e.coldStartMs) }, "model loaded");
+        break;
+      case "evicted":
+        if (e.reason !== "room") break;
+        metrics.modelEvictions.inc(labels);
+        log.info({ model: e.model, forModel: e.forModel }, "model evicted to make room");
+        break;
+      case "load-failed":
+        metrics.modelLoadFailures.inc(labels);
+        log.error({ model: e.model, err: e.error }, "model failed to load");
+        break;
+      case "thrash":
+        metrics.residencyThrash.inc(labels);
+        log.warn({ model: e.model }, "model reloaded soon after its eviction (thrashing): raise SHOAL_MEMORY_BUDGET or pin the model");
+        break;
+      default:
+        break;
+    }
+    metrics.memoryUsedBytes.set(residency.usedBytes);
+    metrics.modelsResident.set(residency.snapshot().filter((m) => m.state === "resident").length);
+    deps.onChange();
+  }
+
+  const residency = new Residency<ModelRunner>({
+    budgetBytes: config.memoryBudgetBytes,
+    policy: config.residencyPolicy,
+    sizeOf: (id) => sizes.get(id) ?? Number.POSITIVE_INFINITY,
+    isPinned: (id) => catalog.models.get(id)?.pinned ?? false,
+    load,
+    async unload(_id, runner) {
+      await runner.idle();
+      await runner.close();
+    },
+    clock: deps.clock,
+    onEvent,
+  });
+  metrics.memoryBudgetBytes.set(config.memoryBudgetBytes);
+
+  return {
+    residency,
+    async preload() {
+      const named = config.models.filter((m) => m !== "none");
+      const unknown = named.filter((m) => !sizes.has(m));
+      if (unknown.length > 0) throw new Error(`SHOAL_MODELS names models that are not in pool '${config.pool}': ${unknown.join(", ")}`);
+      let ids: string[];
+      if (config.models.includes("none")) ids = [];
+      else if (named.length > 0) ids = named;
+      else {
+        // The pool's models in catalog order while they fit (pinned ones first).
+        ids = [];
+        let used = 0;
+        for (const m of [...poolModels].sort((a, b) => Number(b.pinned) - Number(a.pinned))) {
+          const size = sizes.get(m.id)!;
+          if (used + size > config.memoryBudgetBytes) continue;
+          used += size;
+          ids.push(m.id);
+        }
+      }
+      for (const id of ids) {
+        try {
+          (await residency.acquire(id)).release();
+        } catch (err) {
+          log.error({ model: id, err }, "start-up load failed; the model's jobs will retry it");
+        }
+      }
+    },
+    tryAcquire: (id) => residency.tryAcquire(id),
+    acquire: (id) => residency.acquire(id),
+    close: () => residency.close(),
+  };
+}

@@ -1,0 +1,225 @@
+import { SpanStatusCode, type SpanContext } from "@opentelemetry/api";
+import { Attr, type Logger } from "@shoal/common";
+import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
+import { JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
+import { Batcher, type BatcherOptions, type CloseReason } from "../batching/batcher.ts";
+import type { Clock } from "../batching/clock.ts";
+import type { ComputeGate } from "../batching/compute-gate.ts";
+import type { InferencePool, RunGroup } from "../runtime/inference-pool.ts";
+import type { ModelSpec } from "@shoal/common/model-manifest";
+import { planSubBatches } from "../runtime/padding-plan.ts";
+import type { TextTokenizer } from "../runtime/text-tokenizer.ts";
+import { startBatchSpan, type JobTrace } from "../telemetry/job-trace.ts";
+import { planCalls } from "./call-plan.ts";
+import { prepareInputs } from "./task-inputs.ts";
+import { TaskJob, type TaskItem } from "./task-job.ts";
+
+export interface ModelRunnerOptions {
+  readonly batching: BatcherOptions;
+  /** Per-call cost of a model run in token-equivalents; trades padding against call count. */
+  readonly perCallOverheadTokens: number;
+  /** Told about every batch run (metrics). */
+  readonly onBatch?: (report: BatchRunReport) => void;
+  /** Whether the job's caller left (a cancel arrived): such jobs are not computed. */
+  readonly isCancelled?: (jobId: string) => boolean;
+  /** The worker's inference capacity shared with the other resident models; none: unshared. */
+  readonly gate?: ComputeGate;
+  /** Most padded tokens per model call of the batch lane (preemption granularity); none: unbounded. */
+  readonly batchLaneCallTokens?: number;
+}
+
+/** What one batch run did. */
+export interface BatchRunReport {
+  readonly model: string;
+  readonly reason: CloseReason;
+  readonly items: number;
+  readonly usefulTokens: number;
+  readonly paddedTokens: number;
+  readonly calls: number;
+  readonly inferenceMs: number;
+}
+
+/** Counters a runner keeps for tests, metrics and benchmarks. */
+export interface RunnerStats {
+  batches: number;
+  itemsComputed: number;
+  usefulTokens: number;
+  paddedTokens: number;
+  jobsExpiredBeforeCompute: number;
+  jobsCancelledBeforeCompute: number;
+}
+
+/**
+ * Serves one model on this worker, whatever its task: tokenizes each job's inputs on arrival
+ * (texts, or query-document pairs), batches inputs across jobs, runs the model in its inference
+ * threads, and finishes jobs as their rows (vectors, scores, label logits) arrive.
+ */
+export class ModelRunner {
+  private readonly batcher: Batcher<TaskItem>;
+  readonly stats: RunnerStats = { batches: 0, itemsComputed: 0, usefulTokens: 0, paddedTokens: 0, jobsExpiredBeforeCompute: 0, jobsCancelledBeforeCompute: 0 };
+
+  constructor(
+    readonly spec: ModelSpec,
+    private readonly tokenizer: TextTokenizer,
+    private readonly pool: InferencePool,
+    private readonly opts: ModelRunnerOptions,
+    clock: Clock,
+    private readonly logger: Logger,
+  ) {
+    this.batcher = new Batcher<TaskItem>(opts.batching, clock, (items, reason) => this.runBatch(items, reason));
+  }
+
+  /**
+   * Starts a job. Input problems finish it at once with INVALID_ARGUMENT; otherwise its inputs
+   * join the batcher and `onFinish` runs when the last row is in.
+   */
+  submit(envelope: JobEnvelope, trace: JobTrace, onFinish: (result: JobResult) => void, nowMs: number): TaskJob {
+    const started = performance.now();
+    const prepared = prepareInputs(this.spec, this.tokenizer, envelope);
+    const ended = performance.now();
+    trace.tokenized(started, ended, prepared.encoded.reduce((n, e) => n + e.tokenCount, 0));
+    const deadlineUnix = Number(envelope.deadlineUnixMs);
+    const schedule = {
+      enqueuedAtMs: nowMs,
+      lane: envelope.lane === Lane.BATCH ? ("batch" as const) : ("interactive" as const),
+      deadlineMs: deadlineUnix > 0 ? nowMs + (deadlineUnix - Date.now()) : Infinity,
+    };
+    if (!prepared.ok) {
+      const job = new TaskJob(envelope, [], this.spec.dimensions, ended - started, schedule, trace, () => ({ case: "embed", value: {} }), onFinish);
+      job.fail(JobStatus.INVALID_ARGUMENT, prepared.problem);
+      return job;
+    }
+    const job = new TaskJob(envelope, prepared.encoded, this.spec.dimensions, ended - started, schedule, trace, prepared.shape, onFinish);
+    this.batcher.push(...job.items);
+    return job;
+  }
+
+  /** Releases the model's inference threads (after {@link idle}: queued runs would be rejected). */
+  close(): Promise<void> {
+    return this.pool.close();
+  }
+
+  /** Resolves once every submitted text has been computed or skipped. */
+  idle(): Promise<void> {
+    return this.batcher.idle();
+  }
+
+  private async runBatch(batch: TaskItem[], reason: CloseReason): Promise<void> {
+    const nowUnix = Date.now();
+    // Jobs that finished (failed), were cancelled or expired while queued are not computed.
+    const items = batch.filter((item) => {
+      if (item.job.done) return false;
+      if (this.opts.isCancelled?.(item.job.id)) {
+        this.stats.jobsCancelledBeforeCompute += 1;
+        item.job.fail(JobStatus.CANCELLED, "the caller left before the job ran; nothing was computed");
+        return false;
+      }
+      if (item.job.expired(nowUnix)) {
+        this.stats.jobsExpiredBeforeCompute += 1;
+        item.job.fail(JobStatus.DEADLINE_EXCEEDED, "deadline passed before the job ran; nothing was computed");
+        return false;
+      }
+      return true;
+    });
+    if (items.length === 0) return;
+    const startedAtMs = performance.now();
+    const jobs = [...new Set(items.map((i) => i.job))];
+    const usefulTokens = items.reduce((n, i) => n + i.tokens, 0);
+    for (const job of jobs) job.trace.batchStarted(startedAtMs);
+    const batchSpan = startBatchSpan(
+      jobs.map((j) => j.trace),
+      startedAtMs,
+      { [Attr.MODEL]: this.spec.id, [Attr.BATCH_ITEMS]: items.length, [Attr.BATCH_JOBS]: jobs.length, [Attr.BATCH_TOKENS]: usefulTokens, [Attr.BATCH_CLOSE_REASON]: reason },
+    );
+    // Interactive texts run (and their jobs finish) before the batch lane's share of the batch.
+    // A job on a retry (its first run failed) runs alone: if it is poison, it fails by itself.
+    const fresh = items.filter((i) => i.job.envelope.attempt <= 1);
+    const retried = [...new Set(items.filter((i) => i.job.envelope.attempt > 1).map((i) => i.job))];
+    const phases = [
+      fresh.filter((i) => i.lane === "interactive"),
+      fresh.filter((i) => i.lane === "batch"),
+      ...retried.map((job) => items.filter((i) => i.job === job)),
+    ].filter((p) => p.length > 0);
+    let paddedTokens = 0;
+    let inferenceMs = 0;
+    let calls = 0;
+    let failure: Error | undefined;
+    for (const phase of phases) {
+      try {
+        const out = await this.runPhase(phase, startedAtMs, items.length, batchSpan.spanContext());
+        paddedTokens += out.paddedTokens;
+        inferenceMs += out.inferenceMs;
+        calls += out.calls;
+      } catch (err) {
+        // Only this phase's jobs fail (the worker retries them through the retry topic).
+        failure = err as Error;
+        this.logger.error({ err, model: this.spec.id, items: phase.length }, "batch phase failed");
+        for (const item of phase) item.job.fail(JobStatus.INTERNAL, `inference failed: ${failure.message}`);
+      }
+    }
+    if (failure) batchSpan.setStatus({ code: SpanStatusCode.ERROR, message: failure.message });
+    batchSpan.setAttributes({ [Attr.BATCH_PADDED_TOKENS]: paddedTokens, [Attr.BATCH_CALLS]: calls });
+    batchSpan.end();
+    this.opts.onBatch?.({ model: this.spec.id, reason, items: items.length, usefulTokens, paddedTokens, calls, inferenceMs });
+    this.stats.batches += 1;
+    this.stats.itemsComputed += items.length;
+    this.stats.usefulTokens += usefulTokens;
+    this.stats.paddedTokens += paddedTokens;
+    this.logger.debug({ model: this.spec.id, items: items.length, calls, reason, ms: inferenceMs }, "batch done");
+  }
+
+  /**
+   * Runs some of a batch's inputs (one lane, or one retried job): sorted and split by the padding
+   * plan, then run call by call through the worker's compute gate. Batch-lane calls are bounded
+   * (`batchLaneCallTokens`), so an interactive run waits for at most one of them.
+   */
+  private async runPhase(
+    items: TaskItem[],
+    batchStartedAtMs: number,
+    batchItems: number,
+    batch: SpanContext,
+  ): Promise<{ paddedTokens: number; inferenceMs: number; calls: number }> {
+    // fixed-window runs one padded call, as classic dynamic batchers do; token-budget sorts by
+    // length and splits where padding would cost more than another call.
+    const groups =
+      this.opts.batching.policy === "fixed-window"
+        ? [items.map((_, i) => i)]
+        : planSubBatches(
+            items.map((i) => i.tokens),
+            { perCallOverheadTokens: this.opts.perCallOverheadTokens, maxItemsPerCall: this.opts.batching.maxBatchItems },
+          );
+    const lane = items.every((i) => i.lane === "interactive") ? "interactive" : "batch";
+    const cap = lane === "batch" ? (this.opts.batchLaneCallTokens ?? Number.POSITIVE_INFINITY) : Number.POSITIVE_INFINITY;
+    const calls = planCalls(groups, items.map((i) => i.tokens), cap);
+    const dims = this.spec.dimensions;
+    let paddedTokens = 0;
+    let inferenceMs = 0;
+    for (const call of calls) {
+      const release = await this.opts.gate?.acquire(this.spec.id, lane);
+      const startedAtMs = performance.now();
+      const out = await this.pool.run(call.map((g) => this.runGroup(g.map((i) => items[i]!)))).finally(() => release?.());
+      const endedAtMs = performance.now();
+      paddedTokens += out.paddedTokens;
+      inferenceMs += out.inferenceMs;
+      const members = call.flat().map((i) => items[i]!);
+      const usefulTokens = members.reduce((n, i) => n + i.tokens, 0);
+      for (const job of new Set(members.map((i) => i.job))) {
+        job.trace.inference(batch, startedAtMs, endedAtMs, {
+          [Attr.BATCH_ITEMS]: batchItems,
+          [Attr.BATCH_TOKENS]: usefulTokens,
+          [Attr.BATCH_PADDED_TOKENS]: out.paddedTokens,
+        });
+      }
+      const report = { startedAtMs: batchStartedAtMs, inferenceMs, items: batchItems, paddedTokens };
+      members.forEach((item, row) => item.job.accept(item.index, out.vectors.subarray(row * dims, (row + 1) * dims), report));
+    }
+    return { paddedTokens, inferenceMs, calls: calls.reduce((n, c) => n + c.length, 0) };
+  }
+
+  /** One padded group as the pool takes it. Pairs (rerank) carry token types; single texts leave them to the thread (all 0). */
+  private runGroup(members: readonly TaskItem[]): RunGroup {
+    return members.some((m) => m.typeIds !== undefined)
+      ? { ids: members.map((m) => m.ids), typeIds: members.map((m) => m.typeIds ?? new Uint8Array(m.ids.length)) }
+      : { ids: members.map((m) => m.ids) };
+  }
+}

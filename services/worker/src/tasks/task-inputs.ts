@@ -1,0 +1,92 @@
+import { vectorsToBytes } from "@shoal/common";
+import type { ModelSpec } from "@shoal/common/model-manifest";
+import type { JobEnvelope } from "@shoal/gen/shoal/v1/job_pb.ts";
+import { applyActivation } from "../runtime/activations.ts";
+import { InputTooLongError } from "../runtime/errors.ts";
+import { l2normalize } from "../runtime/l2-normalize.ts";
+import type { TextTokenizer } from "../runtime/text-tokenizer.ts";
+import type { EncodedInput, OutputShaper } from "./task-job.ts";
+
+/** A job's inputs, ready for the batcher, and how its rows become its output. */
+export type PreparedInputs =
+  | { readonly ok: true; readonly encoded: readonly EncodedInput[]; readonly shape: OutputShaper }
+  /** The job cannot run as sent (INVALID_ARGUMENT); `encoded` holds what was tokenized so far. */
+  | { readonly ok: false; readonly problem: string; readonly encoded: readonly EncodedInput[] };
+
+function truncatedIndexes(encoded: readonly EncodedInput[]): number[] {
+  const out: number[] = [];
+  encoded.forEach((e, i) => e.truncated && out.push(i));
+  return out;
+}
+
+function embedShaper(dimensions: number, normalize: boolean): OutputShaper {
+  return (rows, encoded) => {
+    if (normalize) l2normalize(rows, dimensions);
+    return {
+      case: "embed",
+      value: { dimensions, vectors: vectorsToBytes(rows), tokenCounts: encoded.map((e) => e.tokenCount), truncated: truncatedIndexes(encoded) },
+    };
+  };
+}
+
+function scoresShaper(spec: ModelSpec): OutputShaper {
+  return (rows, encoded) => {
+    applyActivation(spec, rows);
+    return {
+      case: "scores",
+      value: { perInput: spec.dimensions, scores: vectorsToBytes(rows), tokenCounts: encoded.map((e) => e.tokenCount), truncated: truncatedIndexes(encoded) },
+    };
+  };
+}
+
+const TASK_OF_CASE = { embed: "embed", rerank: "rerank", classify: "classify" } as const;
+
+/**
+ * Tokenizes a job's inputs for `spec`'s model: texts for embed and classify, (query, document)
+ * pairs for rerank. Input problems (empty text, too long without truncate, a task the model does
+ * not run) come back as `ok: false` with a message that names the input and never echoes it.
+ */
+export function prepareInputs(spec: ModelSpec, tokenizer: TextTokenizer, envelope: JobEnvelope): PreparedInputs {
+  const task = envelope.task;
+  if (task.case === undefined) return { ok: false, problem: "job carries no task this worker can run", encoded: [] };
+  if (TASK_OF_CASE[task.case] !== spec.task) {
+    return { ok: false, problem: `model '${spec.id}' is a ${spec.task} model; it cannot run ${task.case} jobs`, encoded: [] };
+  }
+  const encoded: EncodedInput[] = [];
+  const tooLong = (err: InputTooLongError, what: string): string =>
+    `${what}: ${err.tokens} tokens exceed the limit of ${err.limit} tokens of model '${spec.id}' (set truncate to cut long inputs)`;
+  const encodeAll = (count: number, field: string, one: (i: number) => EncodedInput): string | undefined => {
+    if (count === 0) return `${field}: at least one is required`;
+    for (let i = 0; i < count; i++) {
+      try {
+        encoded.push(one(i));
+      } catch (err) {
+        if (err instanceof InputTooLongError) return tooLong(err, `${field}[${i}]`);
+        throw err;
+      }
+    }
+    return undefined;
+  };
+  let problem: string | undefined;
+  switch (task.case) {
+    case "embed":
+    case "classify": {
+      const { inputs, truncate } = task.value;
+      const empty = inputs.findIndex((t) => t.trim() === "");
+      problem =
+        empty >= 0 ? `inputs[${empty}]: empty text` : encodeAll(inputs.length, "inputs", (i) => tokenizer.encode(inputs[i]!, { truncate }));
+      if (problem !== undefined) return { ok: false, problem, encoded };
+      const shape = task.case === "embed" ? embedShaper(spec.dimensions, task.value.normalize) : scoresShaper(spec);
+      return { ok: true, encoded, shape };
+    }
+    case "rerank": {
+      const { query, documents, truncate } = task.value;
+      const empty = documents.findIndex((t) => t.trim() === "");
+      if (query.trim() === "") problem = "query: empty text";
+      else if (empty >= 0) problem = `documents[${empty}]: empty text`;
+      else problem = encodeAll(documents.length, "documents", (i) => tokenizer.encodePair(query, documents[i]!, { truncate }));
+      if (problem !== undefined) return { ok: false, problem, encoded };
+      return { ok: true, encoded, shape: scoresShaper(spec) };
+    }
+  }
+}
