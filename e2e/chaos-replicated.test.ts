@@ -169,7 +169,9 @@ describe("chaos on a replicated Kafka (3 brokers, RF 3, min ISR 2): a broker fai
     const restartS = s(performance.now() - restartAt);
     const backInSync = await eventually(async () => (await partitionsOf(admin, topic)).every((p) => p.isr.length === 3), 20_000);
     const inSyncS = s(performance.now() - restartAt);
+    // Keep the load on until enough requests ran after the kill (a quick failover leaves few).
     await sleep(1_000);
+    await eventually(async () => next - sentBeforeKill >= 120, 30_000, 100);
     stopLoad = true;
     await load;
     const loadS = s(performance.now() - loadStart);

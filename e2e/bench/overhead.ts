@@ -62,7 +62,7 @@ try {
   const cluster = await startCluster({
     presets: ["mini"],
     partitions: 8,
-    workerEnv: { SHOAL_INTRA_OP_THREADS: String(INTRA_OP), LOG_LEVEL: process.env["BENCH_WORKER_LOG"] ?? "info" },
+    workerEnv: { SHOAL_INFERENCE_THREADS: "1", SHOAL_INTRA_OP_THREADS: String(INTRA_OP), LOG_LEVEL: process.env["BENCH_WORKER_LOG"] ?? "info" },
   });
   try {
     const model = cluster.modelIds[0]!;

@@ -31,7 +31,7 @@ const clusters: TestCluster[] = [];
 try {
   const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpHttp };
   log("==> starting two clusters: tracing off / tracing on");
-  const threads = { SHOAL_INTRA_OP_THREADS: "2" };
+  const threads = { SHOAL_INFERENCE_THREADS: "1", SHOAL_INTRA_OP_THREADS: "2" };
   const off = await startCluster({ presets: [PRESET], workerEnv: threads });
   clusters.push(off);
   const on = await startCluster({ presets: [PRESET], gatewayEnv: otel, workerEnv: { ...otel, ...threads } });

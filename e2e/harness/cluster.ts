@@ -69,6 +69,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<TestClust
       ...common,
       SHOAL_POOL: pool,
       SHOAL_WORKER_ID: id,
+      // Lean test workers (several share two cores): one session per model, one thread each.
+      SHOAL_INFERENCE_THREADS: "1",
       SHOAL_INTRA_OP_THREADS: "1",
       SHOAL_HTTP_PORT: "0",
       ...opts.workerEnv,

@@ -23,6 +23,19 @@ export class ProducerClosedError extends Error {
   override readonly name = "ProducerClosedError";
 }
 
+/**
+ * Whether `err` (or what it wraps) is the broker refusing the producer's sequence numbers. After
+ * a partition leader moves (a broker failed), kafkajs's idempotent producer can lose step with
+ * the new leader and never regain it: every later request to that partition fails the same way.
+ */
+export function isSequenceDesync(err: unknown): boolean {
+  for (let e = err as { type?: unknown; message?: unknown; originalError?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; depth++) {
+    if (e.type === "OUT_OF_ORDER_SEQUENCE_NUMBER" || /out of order sequence number/i.test(String(e.message ?? ""))) return true;
+    e = (e.originalError ?? e.cause) as typeof e;
+  }
+  return false;
+}
+
 /** Upper bound on records per produce request, to keep one request's size sane. */
 const MAX_RECORDS_PER_REQUEST = 1_000;
 
@@ -37,12 +50,26 @@ export function createBatchingProducer(
   opts: { retry?: RetryOptions; name: string },
 ): BatchingProducer {
   const log = logger.child({ component: opts.name });
-  const producer: Producer = kafka.producer({
-    idempotent: true,
-    maxInFlightRequests: 1,
-    createPartitioner: Partitioners.DefaultPartitioner,
-    ...(opts.retry ? { retry: opts.retry } : {}),
-  });
+  const newProducer = (): Producer =>
+    kafka.producer({
+      idempotent: true,
+      maxInFlightRequests: 1,
+      createPartitioner: Partitioners.DefaultPartitioner,
+      ...(opts.retry ? { retry: opts.retry } : {}),
+    });
+  let producer = newProducer();
+  let resets = 0;
+
+  /** Swaps in a new producer (a new producer id, sequences from 0) for one that lost step with a leader. */
+  async function reset(err: unknown): Promise<void> {
+    resets += 1;
+    log.warn({ err, resets }, "producer sequence out of step with the partition leader; starting a new producer");
+    const old = producer;
+    producer = newProducer();
+    await old.disconnect().catch(() => undefined);
+    // On failure the next send reports it (kafkajs reconnects on send).
+    await producer.connect().catch((connectErr: unknown) => log.warn({ err: connectErr }, "new producer could not connect yet"));
+  }
   let queue: Queued[] = [];
   let sending: Promise<void> | undefined;
   let connected = false;
@@ -60,6 +87,12 @@ export function createBatchingProducer(
       await producer.sendBatch({ topicMessages, acks: -1 });
       for (const q of batch) q.resolve();
     } catch (err) {
+      // The records are refused, not written: the callers retry them (through the new producer).
+      if (isSequenceDesync(err)) {
+        for (const q of batch) q.reject(err);
+        if (connected) await reset(err);
+        return;
+      }
       if (byTopic.size === 1) {
         log.warn({ err, records: batch.length }, "produce failed");
         for (const q of batch) q.reject(err);

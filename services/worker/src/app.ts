@@ -21,6 +21,7 @@ import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { ResidencyState } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { JobResultSchema, JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { systemClock } from "./batching/clock.ts";
+import { CooperativeQueue } from "./tasks/cooperative-queue.ts";
 import { ComputeGate } from "./batching/compute-gate.ts";
 import type { WorkerConfig } from "./config.ts";
 import { createCancelConsumer } from "./queue/cancel-consumer.ts";
@@ -98,7 +99,8 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   const cancelConsumer = createCancelConsumer(kafka, logger, { topic: cancelTopic(config.pool), workerId: config.workerId, cancels });
   // Inference capacity shared by every resident model: interactive runs first, then round-robin
   // across models.
-  const gate = new ComputeGate(config.inferenceThreads);
+  const gate = new ComputeGate(config.inferenceThreads, { interactiveReserve: config.interactiveReserve });
+  const tokenizeQueue = new CooperativeQueue();
   const startedUnixMs = Date.now();
   let catalog: Catalog | undefined;
   let fleet: ModelFleet | undefined;
@@ -279,6 +281,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
       perCallOverheadTokens: config.perCallOverheadTokens,
       isCancelled: (jobId) => cancels.has(jobId),
       gate,
+      tokenizeQueue,
       batchLaneCallTokens: config.batchLaneCallTokens,
       onBatch(b) {
         const labels = { model: b.model };

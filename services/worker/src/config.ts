@@ -28,6 +28,8 @@ export interface WorkerConfig {
    * progress; they take the runtime first at the batch lane's next call boundary.
    */
   readonly interactiveThreads: number;
+  /** Inference threads the batch lane leaves to interactive work while there is some. */
+  readonly interactiveReserve: number;
   /** ONNX Runtime intra-op threads per inference thread. */
   readonly intraOpThreads: number;
   /** Let idle ONNX Runtime threads spin: faster on a dedicated host, starves neighbours on a shared one. */
@@ -70,6 +72,14 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
   const budgetText = r.optionalString("SHOAL_MEMORY_BUDGET");
   const memoryBudgetBytes = budgetText === undefined ? Math.floor(totalmem() / 2) : parseByteSize(budgetText);
   if (memoryBudgetBytes === null) r.problem(`SHOAL_MEMORY_BUDGET: expected a size such as 4GiB or a byte count (got '${budgetText}')`);
+  // Two sessions per model by default (one can serve interactive work while the batch lane has
+  // the other), splitting the cores between them: on 2 cores that is also the most tokens/s.
+  const cores = availableParallelism();
+  const inferenceThreads = r.int("SHOAL_INFERENCE_THREADS", cores >= 2 ? 2 : 1, { min: 1, max: 64 });
+  const interactiveReserve = r.int("SHOAL_INTERACTIVE_RESERVE", inferenceThreads >= 2 ? 1 : 0, { min: 0, max: 63 });
+  if (interactiveReserve >= inferenceThreads) {
+    r.problem(`SHOAL_INTERACTIVE_RESERVE must be less than SHOAL_INFERENCE_THREADS (${inferenceThreads}): the batch lane needs a thread (got ${interactiveReserve})`);
+  }
   return r.done({
     workerId,
     pool: r.string("SHOAL_POOL", "default"),
@@ -81,9 +91,10 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     maxAttempts: r.int("SHOAL_MAX_ATTEMPTS", 3, { min: 1, max: 20 }),
     kafka: readKafkaSettings(r, `shoal-worker-${workerId}`),
     executionProvider: r.oneOf("SHOAL_EXECUTION_PROVIDER", ["cpu", "cuda"] as const, "cpu"),
-    inferenceThreads: r.int("SHOAL_INFERENCE_THREADS", 1, { min: 1, max: 64 }),
+    inferenceThreads,
     interactiveThreads: r.int("SHOAL_INTERACTIVE_THREADS", 1, { min: 0, max: 16 }),
-    intraOpThreads: r.int("SHOAL_INTRA_OP_THREADS", availableParallelism(), { min: 1, max: 256 }),
+    interactiveReserve,
+    intraOpThreads: r.int("SHOAL_INTRA_OP_THREADS", Math.max(1, Math.floor(cores / inferenceThreads)), { min: 1, max: 256 }),
     ortAllowSpinning: r.bool("SHOAL_ORT_ALLOW_SPINNING", false),
     batchPolicy: r.oneOf("SHOAL_BATCH_POLICY", ["token-budget", "fixed-window"] as const, "token-budget"),
     batchLaneSharePercent: r.int("SHOAL_BATCH_LANE_SHARE_PERCENT", 25, { min: 0, max: 100 }),

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { ComputeGate } from "./compute-gate.ts";
+import { ManualClock } from "./manual-clock.ts";
 
 const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 
@@ -49,5 +50,51 @@ describe("compute gate", () => {
     running();
     await Promise.all(all);
     assert.deepEqual(order, ["n-interactive", "m-interactive", "m-batch", "n-batch"]);
+  });
+
+  test("interactive reserve: while interactive work is about, the batch lane leaves a slot free; it takes it back when that lapses", async () => {
+    const clock = new ManualClock();
+    const gate = new ComputeGate(2, { interactiveReserve: 1, reserveWindowMs: 500, clock });
+    const started: string[] = [];
+    const take = (name: string, lane: "interactive" | "batch"): Promise<() => void> =>
+      gate.acquire("m", lane).then((r) => (started.push(name), r));
+    // No interactive work yet: the batch lane may use both slots.
+    const b1 = await take("b1", "batch");
+    const b2 = await take("b2", "batch");
+    b2();
+    // An interactive run arrives and starts at once on the free slot.
+    const i1 = await take("i1", "interactive");
+    i1();
+    // Within the window the batch lane holds one slot at most: b3 waits though a slot is free.
+    const b3 = take("b3", "batch");
+    await tick();
+    assert.deepEqual(started, ["b1", "b2", "i1"]);
+    assert.deepEqual(gate.stats, { running: 1, waiting: 1 });
+    // A second interactive run still finds its slot free, with no wait.
+    const i2 = await take("i2", "interactive");
+    i2();
+    clock.advance(499);
+    await tick();
+    assert.deepEqual(started, ["b1", "b2", "i1", "i2"], "the reservation holds for the window after the last interactive run");
+    clock.advance(1);
+    (await b3)();
+    assert.deepEqual(started, ["b1", "b2", "i1", "i2", "b3"], "the reservation lapsed: the batch lane took the slot back");
+    b1();
+  });
+
+  test("interactive reserve: the batch lane is never left without a slot, and a release still starts the next batch-lane run", async () => {
+    assert.throws(() => new ComputeGate(2, { interactiveReserve: 2 }), /interactiveReserve must be an integer from 0 to slots - 1 = 1/);
+    assert.throws(() => new ComputeGate(1, { interactiveReserve: 1 }), /from 0 to slots - 1 = 0/);
+    const clock = new ManualClock();
+    const gate = new ComputeGate(2, { interactiveReserve: 1, reserveWindowMs: 10_000, clock });
+    (await gate.acquire("m", "interactive"))();
+    const order: string[] = [];
+    const first = await gate.acquire("m", "batch");
+    const rest = [1, 2, 3].map((i) => gate.acquire("m", "batch").then((r) => (order.push(`b${i}`), r())));
+    await tick();
+    assert.deepEqual(gate.stats, { running: 1, waiting: 3 });
+    first();
+    await Promise.all(rest);
+    assert.deepEqual(order, ["b1", "b2", "b3"], "one at a time, in order, without waiting for the window");
   });
 });

@@ -1,4 +1,17 @@
 import type { LaneName } from "./batcher.ts";
+import { systemClock, type Clock } from "./clock.ts";
+
+export interface ComputeGateOptions {
+  /**
+   * Slots the batch lane leaves free while interactive work is about (an interactive run asked
+   * within `reserveWindowMs`), so an interactive run starts at once instead of waiting for a
+   * batch-lane call to end. Default 0. Must leave the batch lane at least one slot.
+   */
+  readonly interactiveReserve?: number;
+  /** How long after the last interactive run the reservation holds (default 1,000 ms). */
+  readonly reserveWindowMs?: number;
+  readonly clock?: Clock;
+}
 
 /**
  * The worker's inference capacity, shared by every resident model: at most `slots` model runs
@@ -7,13 +20,32 @@ import type { LaneName } from "./batcher.ts";
  * interactive request waits for at most one batch-lane call, then has the CPU (or GPU) to itself.
  * Within a lane, waiting runs are served round-robin across models and FIFO within a model, so
  * one hot model cannot monopolise the worker while others wait.
+ *
+ * With several slots (inference threads), `interactiveReserve` of them are kept from the batch
+ * lane while interactive work is about: interactive runs then start at once, on a thread of
+ * their own, rather than after a batch-lane call.
  */
 export class ComputeGate {
   private running = 0;
+  private runningBatch = 0;
+  private lastInteractiveAt = Number.NEGATIVE_INFINITY;
+  private cancelReserveTimer: (() => void) | undefined;
   private readonly lanes: Record<LaneName, RoundRobin> = { interactive: new RoundRobin(), batch: new RoundRobin() };
+  private readonly reserve: number;
+  private readonly reserveWindowMs: number;
+  private readonly clock: Clock;
 
-  constructor(private readonly slots: number) {
+  constructor(
+    private readonly slots: number,
+    opts: ComputeGateOptions = {},
+  ) {
     if (!(Number.isInteger(slots) && slots >= 1)) throw new RangeError(`slots must be an integer >= 1 (got ${slots})`);
+    this.reserve = opts.interactiveReserve ?? 0;
+    if (!(Number.isInteger(this.reserve) && this.reserve >= 0 && this.reserve < slots)) {
+      throw new RangeError(`interactiveReserve must be an integer from 0 to slots - 1 = ${slots - 1} (got ${this.reserve})`);
+    }
+    this.reserveWindowMs = opts.reserveWindowMs ?? 1_000;
+    this.clock = opts.clock ?? systemClock;
   }
 
   /** Runs in progress and runs waiting, for metrics and tests. */
@@ -23,25 +55,49 @@ export class ComputeGate {
 
   /** Resolves with a release function (idempotent) once the run may start. */
   acquire(model: string, lane: LaneName): Promise<() => void> {
+    if (lane === "interactive") this.lastInteractiveAt = this.clock.now();
     return new Promise((start) => {
       this.lanes[lane].push(model, start);
       this.pump();
     });
   }
 
+  /** Slots the batch lane may hold now. */
+  private batchSlots(): number {
+    return this.clock.now() - this.lastInteractiveAt < this.reserveWindowMs ? this.slots - this.reserve : this.slots;
+  }
+
   private pump(): void {
     while (this.running < this.slots) {
-      const start = this.lanes.interactive.shift() ?? this.lanes.batch.shift();
+      let lane: LaneName = "interactive";
+      let start = this.lanes.interactive.shift();
+      if (start === undefined && this.lanes.batch.size > 0) {
+        if (this.runningBatch >= this.batchSlots()) return this.armReserveTimer();
+        lane = "batch";
+        start = this.lanes.batch.shift();
+      }
       if (start === undefined) return;
       this.running += 1;
+      if (lane === "batch") this.runningBatch += 1;
       let released = false;
       start(() => {
         if (released) return;
         released = true;
         this.running -= 1;
+        if (lane === "batch") this.runningBatch -= 1;
         this.pump();
       });
     }
+  }
+
+  /** Batch-lane runs wait only for the reservation: look again when it lapses. */
+  private armReserveTimer(): void {
+    if (this.cancelReserveTimer) return;
+    const due = this.lastInteractiveAt + this.reserveWindowMs - this.clock.now();
+    this.cancelReserveTimer = this.clock.setTimer(() => {
+      this.cancelReserveTimer = undefined;
+      this.pump();
+    }, Math.max(0, due));
   }
 }
 

@@ -11,8 +11,9 @@ import { planSubBatches } from "../runtime/padding-plan.ts";
 import type { TextTokenizer } from "../runtime/text-tokenizer.ts";
 import { startBatchSpan, type JobTrace } from "../telemetry/job-trace.ts";
 import { planCalls } from "./call-plan.ts";
-import { prepareInputs } from "./task-inputs.ts";
-import { TaskJob, type TaskItem } from "./task-job.ts";
+import type { CooperativeQueue } from "./cooperative-queue.ts";
+import { prepareInputs, prepareSteps, type PreparedInputs } from "./task-inputs.ts";
+import { TaskJob, type JobSchedule, type TaskItem } from "./task-job.ts";
 
 export interface ModelRunnerOptions {
   readonly batching: BatcherOptions;
@@ -26,6 +27,8 @@ export interface ModelRunnerOptions {
   readonly gate?: ComputeGate;
   /** Most padded tokens per model call of the batch lane (preemption granularity); none: unbounded. */
   readonly batchLaneCallTokens?: number;
+  /** Where batch-lane jobs are tokenized, a slice at a time (shared by the worker's models); none: at once. */
+  readonly tokenizeQueue?: CooperativeQueue;
 }
 
 /** What one batch run did. */
@@ -56,6 +59,9 @@ export interface RunnerStats {
  */
 export class ModelRunner {
   private readonly batcher: Batcher<TaskItem>;
+  /** Batch-lane jobs still being tokenized, and who waits for none to be. */
+  private preparing = 0;
+  private readonly preparedWaiters: Array<() => void> = [];
   readonly stats: RunnerStats = { batches: 0, itemsComputed: 0, usefulTokens: 0, paddedTokens: 0, jobsExpiredBeforeCompute: 0, jobsCancelledBeforeCompute: 0 };
 
   constructor(
@@ -71,27 +77,48 @@ export class ModelRunner {
 
   /**
    * Starts a job. Input problems finish it at once with INVALID_ARGUMENT; otherwise its inputs
-   * join the batcher and `onFinish` runs when the last row is in.
+   * join the batcher and `onFinish` runs when the last row is in. Interactive jobs are tokenized
+   * now; batch-lane jobs through the worker's cooperative queue, a slice at a time, so their long
+   * inputs never hold the event loop (and the interactive records behind them) for long.
    */
-  submit(envelope: JobEnvelope, trace: JobTrace, onFinish: (result: JobResult) => void, nowMs: number): TaskJob {
-    const started = performance.now();
-    const prepared = prepareInputs(this.spec, this.tokenizer, envelope);
-    const ended = performance.now();
-    trace.tokenized(started, ended, prepared.encoded.reduce((n, e) => n + e.tokenCount, 0));
+  submit(envelope: JobEnvelope, trace: JobTrace, onFinish: (result: JobResult) => void, nowMs: number): void {
     const deadlineUnix = Number(envelope.deadlineUnixMs);
-    const schedule = {
+    const schedule: JobSchedule = {
       enqueuedAtMs: nowMs,
-      lane: envelope.lane === Lane.BATCH ? ("batch" as const) : ("interactive" as const),
+      lane: envelope.lane === Lane.BATCH ? "batch" : "interactive",
       deadlineMs: deadlineUnix > 0 ? nowMs + (deadlineUnix - Date.now()) : Infinity,
     };
+    const started = performance.now();
+    const tokenizer = this.opts.tokenizeQueue;
+    if (schedule.lane === "interactive" || tokenizer === undefined) {
+      return this.accept(envelope, trace, onFinish, schedule, prepareInputs(this.spec, this.tokenizer, envelope), started);
+    }
+    this.preparing += 1;
+    tokenizer
+      .run(() => prepareSteps(this.spec, this.tokenizer, envelope))
+      .then(
+        (prepared) => this.accept(envelope, trace, onFinish, schedule, prepared, started),
+        (err: unknown) => {
+          this.logger.error({ err, model: this.spec.id, jobId: envelope.jobId }, "tokenizing a job failed");
+          this.accept(envelope, trace, onFinish, schedule, { ok: false, problem: `inputs could not be tokenized: ${(err as Error).message}`, encoded: [] }, started);
+        },
+      )
+      .finally(() => {
+        this.preparing -= 1;
+        if (this.preparing === 0) for (const resolve of this.preparedWaiters.splice(0)) resolve();
+      });
+  }
+
+  private accept(envelope: JobEnvelope, trace: JobTrace, onFinish: (result: JobResult) => void, schedule: JobSchedule, prepared: PreparedInputs, started: number): void {
+    const ended = performance.now();
+    trace.tokenized(started, ended, prepared.encoded.reduce((n, e) => n + e.tokenCount, 0));
     if (!prepared.ok) {
       const job = new TaskJob(envelope, [], this.spec.dimensions, ended - started, schedule, trace, () => ({ case: "embed", value: {} }), onFinish);
       job.fail(JobStatus.INVALID_ARGUMENT, prepared.problem);
-      return job;
+      return;
     }
     const job = new TaskJob(envelope, prepared.encoded, this.spec.dimensions, ended - started, schedule, trace, prepared.shape, onFinish);
     this.batcher.push(...job.items);
-    return job;
   }
 
   /** Releases the model's inference threads (after {@link idle}: queued runs would be rejected). */
@@ -100,7 +127,8 @@ export class ModelRunner {
   }
 
   /** Resolves once every submitted text has been computed or skipped. */
-  idle(): Promise<void> {
+  async idle(): Promise<void> {
+    while (this.preparing > 0) await new Promise<void>((resolve) => this.preparedWaiters.push(resolve));
     return this.batcher.idle();
   }
 

@@ -47,6 +47,15 @@ const TASK_OF_CASE = { embed: "embed", rerank: "rerank", classify: "classify" } 
  * not run) come back as `ok: false` with a message that names the input and never echoes it.
  */
 export function prepareInputs(spec: ModelSpec, tokenizer: TextTokenizer, envelope: JobEnvelope): PreparedInputs {
+  const steps = prepareSteps(spec, tokenizer, envelope);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+  }
+}
+
+/** {@link prepareInputs} one input at a time: yields after each, so a long job can be spread over several turns. */
+export function* prepareSteps(spec: ModelSpec, tokenizer: TextTokenizer, envelope: JobEnvelope): Generator<void, PreparedInputs, void> {
   const task = envelope.task;
   if (task.case === undefined) return { ok: false, problem: "job carries no task this worker can run", encoded: [] };
   if (TASK_OF_CASE[task.case] !== spec.task) {
@@ -55,7 +64,7 @@ export function prepareInputs(spec: ModelSpec, tokenizer: TextTokenizer, envelop
   const encoded: EncodedInput[] = [];
   const tooLong = (err: InputTooLongError, what: string): string =>
     `${what}: ${err.tokens} tokens exceed the limit of ${err.limit} tokens of model '${spec.id}' (set truncate to cut long inputs)`;
-  const encodeAll = (count: number, field: string, one: (i: number) => EncodedInput): string | undefined => {
+  function* encodeAll(count: number, field: string, one: (i: number) => EncodedInput): Generator<void, string | undefined, void> {
     if (count === 0) return `${field}: at least one is required`;
     for (let i = 0; i < count; i++) {
       try {
@@ -64,9 +73,10 @@ export function prepareInputs(spec: ModelSpec, tokenizer: TextTokenizer, envelop
         if (err instanceof InputTooLongError) return tooLong(err, `${field}[${i}]`);
         throw err;
       }
+      yield;
     }
     return undefined;
-  };
+  }
   let problem: string | undefined;
   switch (task.case) {
     case "embed":
@@ -74,7 +84,7 @@ export function prepareInputs(spec: ModelSpec, tokenizer: TextTokenizer, envelop
       const { inputs, truncate } = task.value;
       const empty = inputs.findIndex((t) => t.trim() === "");
       problem =
-        empty >= 0 ? `inputs[${empty}]: empty text` : encodeAll(inputs.length, "inputs", (i) => tokenizer.encode(inputs[i]!, { truncate }));
+        empty >= 0 ? `inputs[${empty}]: empty text` : yield* encodeAll(inputs.length, "inputs", (i) => tokenizer.encode(inputs[i]!, { truncate }));
       if (problem !== undefined) return { ok: false, problem, encoded };
       const shape = task.case === "embed" ? embedShaper(spec.dimensions, task.value.normalize) : scoresShaper(spec);
       return { ok: true, encoded, shape };
@@ -84,7 +94,7 @@ export function prepareInputs(spec: ModelSpec, tokenizer: TextTokenizer, envelop
       const empty = documents.findIndex((t) => t.trim() === "");
       if (query.trim() === "") problem = "query: empty text";
       else if (empty >= 0) problem = `documents[${empty}]: empty text`;
-      else problem = encodeAll(documents.length, "documents", (i) => tokenizer.encodePair(query, documents[i]!, { truncate }));
+      else problem = yield* encodeAll(documents.length, "documents", (i) => tokenizer.encodePair(query, documents[i]!, { truncate }));
       if (problem !== undefined) return { ok: false, problem, encoded };
       return { ok: true, encoded, shape: scoresShaper(spec) };
     }
