@@ -22,12 +22,14 @@ interface PythonOutput {
   tokens: number[];
   prompt_tokens: number;
   unknown_model: string;
+  reranked: { index: number; score: number }[] | null;
+  classified: Record<string, number>[] | null;
 }
 
 /** Runs e2e/python/client.py with `stdin` and the generated stubs on PYTHONPATH; parses its JSON. */
-function runClient(python: string, stubs: string, target: string, stdin: string): Promise<PythonOutput> {
+function runClient(python: string, stubs: string, target: string, stdin: string, extra: string[] = []): Promise<PythonOutput> {
   return new Promise((ok, fail) => {
-    const child = spawn(python, [resolve(REPO_ROOT, "e2e/python/client.py"), "--target", target], {
+    const child = spawn(python, [resolve(REPO_ROOT, "e2e/python/client.py"), "--target", target, ...extra], {
       env: { ...process.env, PYTHONPATH: stubs },
       stdio: ["pipe", "pipe", "pipe"],
     });
@@ -62,7 +64,7 @@ describe("a Python grpcio client, on stubs generated from proto/ at test time, g
       "shoal/v1/inference.proto",
       "shoal/v1/model.proto",
     ]);
-    cluster = await startCluster();
+    cluster = await startCluster({ presets: ["tiny", "tiny-rerank", "tiny-classify"] });
   });
   after(async () => {
     await cluster?.stop();
@@ -71,11 +73,11 @@ describe("a Python grpcio client, on stubs generated from proto/ at test time, g
 
   test("ListModels and Embed (float and packed float32) match the TypeScript Connect client within 1e-6; NOT_FOUND maps", async () => {
     const base = cluster.urls[0]!;
-    const py = await runClient(python, stubs, new URL(base).host, JSON.stringify(TEXTS));
+    const py = await runClient(python, stubs, new URL(base).host, JSON.stringify(TEXTS), ["--model", "shoal-tiny-embed"]);
     const client = createShoalClient({ baseUrl: base, protocol: "connect" });
     const models = await client.listModels();
     assert.deepEqual(py.models, models.map((m) => ({ id: m.id, dimensions: m.dimensions })));
-    assert.equal(py.model, cluster.modelIds[0]);
+    assert.equal(py.model, "shoal-tiny-embed");
 
     const ts = await client.embed(py.model, TEXTS);
     assert.equal(py.embeddings.length, TEXTS.length);
@@ -86,5 +88,20 @@ describe("a Python grpcio client, on stubs generated from proto/ at test time, g
     assert.deepEqual(py.tokens, ts.tokens);
     assert.equal(py.prompt_tokens, ts.usage.promptTokens);
     assert.equal(py.unknown_model, "NOT_FOUND");
+  });
+
+  test("Rerank and Classify from Python give the TypeScript client's scores", async () => {
+    const base = cluster.urls[0]!;
+    const [rerankModel, classifyModel] = ["shoal-tiny-rerank", "shoal-tiny-classify"];
+    const py = await runClient(python, stubs, new URL(base).host, JSON.stringify(TEXTS), ["--rerank-model", rerankModel, "--classify-model", classifyModel]);
+    const client = createShoalClient({ baseUrl: base, protocol: "connect" });
+    const ts = await client.rerank(rerankModel, TEXTS[0]!, TEXTS.slice(1));
+    assert.deepEqual(py.reranked!.map((r) => r.index), ts.results.map((r) => r.index), "same order");
+    py.reranked!.forEach((r, i) => assert.ok(Math.abs(r.score - ts.results[i]!.score) < 1e-6, `score of document ${r.index}`));
+    const tc = await client.classify(classifyModel, TEXTS);
+    assert.equal(py.classified!.length, TEXTS.length);
+    tc.classifications.forEach((c, i) => {
+      for (const l of c.labels) assert.ok(Math.abs(py.classified![i]![l.label]! - l.score) < 1e-6, `text ${i}, label ${l.label}`);
+    });
   });
 });

@@ -2,8 +2,9 @@
 """A plain grpcio client for a Shoal gateway, on stubs generated from proto/ by grpcio-tools.
 
 Reads a JSON list of texts on stdin, calls ModelService.ListModels and InferenceService.Embed
-(float and packed little-endian float32 vectors), and an Embed for an unknown model, then prints
-one JSON object. Put the generated stubs on PYTHONPATH:
+(float and packed little-endian float32 vectors), an Embed for an unknown model, and, when given
+their models, Rerank (the first text as the query, the rest as documents) and Classify, then
+prints one JSON object. Put the generated stubs on PYTHONPATH:
 
     python -m grpc_tools.protoc -I proto --python_out=OUT --grpc_python_out=OUT \
         shoal/v1/common.proto shoal/v1/inference.proto shoal/v1/model.proto
@@ -27,6 +28,8 @@ def main() -> None:
     parser.add_argument("--target", required=True, help="gateway host:port (h2c)")
     parser.add_argument("--model", help="model id; default: the first listed")
     parser.add_argument("--timeout", type=float, default=20.0, help="deadline per call, seconds")
+    parser.add_argument("--rerank-model", help="a rerank model id: also call Rerank")
+    parser.add_argument("--classify-model", help="a classification model id: also call Classify")
     args = parser.parse_args()
     texts = json.load(sys.stdin)
 
@@ -52,6 +55,18 @@ def main() -> None:
         except grpc.RpcError as err:
             unknown_model = err.code().name
 
+        reranked = None
+        if args.rerank_model:
+            rr = inference.Rerank(
+                inference_pb2.RerankRequest(model=args.rerank_model, query=texts[0], documents=texts[1:]),
+                timeout=args.timeout,
+            )
+            reranked = [{"index": r.index, "score": r.score} for r in rr.results]
+        classified = None
+        if args.classify_model:
+            cr = inference.Classify(inference_pb2.ClassifyRequest(model=args.classify_model, inputs=texts), timeout=args.timeout)
+            classified = [{lab.label: lab.score for lab in c.labels} for c in cr.classifications]
+
     json.dump(
         {
             "models": [{"id": m.id, "dimensions": m.dimensions} for m in listed.models],
@@ -61,6 +76,8 @@ def main() -> None:
             "tokens": [e.tokens for e in res.embeddings],
             "prompt_tokens": res.usage.prompt_tokens,
             "unknown_model": unknown_model,
+            "reranked": reranked,
+            "classified": classified,
         },
         sys.stdout,
     )
