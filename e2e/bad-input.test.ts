@@ -1,21 +1,12 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { Kafka, logLevel } from "kafkajs";
 import { jobsTopic } from "@shoal/common";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
-import { clientsFor } from "./harness/clients.ts";
+import { clientsFor, codeOf } from "./harness/clients.ts";
 
-async function codeOf(p: Promise<unknown>): Promise<{ code: Code; message: string }> {
-  try {
-    await p;
-  } catch (err) {
-    const e = ConnectError.from(err);
-    return { code: e.code, message: e.rawMessage };
-  }
-  assert.fail("expected the call to fail");
-}
 
 describe("bad input gets a clear error with the right code; nothing crashes", () => {
   let cluster: TestCluster;

@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { createShoalClient } from "@shoal/client";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import type { ClassifyResponse, RerankResponse } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { startCluster, type TestCluster } from "./harness/cluster.ts";
-import { clientsFor, type Protocol } from "./harness/clients.ts";
+import { clientsFor, codeOf, type Protocol } from "./harness/clients.ts";
 
 /**
  * Rerank and Classify get the coverage Embed has: every protocol, the typed client, bad input,
@@ -34,15 +34,6 @@ const byIndex = (res: RerankResponse): number[] => [...res.results].sort((x, y) 
 /** Per text, its label → score map. */
 const labelMaps = (res: ClassifyResponse): Map<string, number>[] => res.classifications.map((c) => new Map(c.labels.map((l) => [l.label, l.score])));
 
-async function codeOf(p: Promise<unknown>): Promise<{ code: Code; message: string }> {
-  try {
-    await p;
-  } catch (err) {
-    const e = ConnectError.from(err);
-    return { code: e.code, message: e.rawMessage };
-  }
-  assert.fail("the call was expected to fail");
-}
 
 describe("Rerank and Classify end to end (real Kafka, gateway and worker, real ONNX Runtime)", () => {
   let cluster: TestCluster;
@@ -137,19 +128,19 @@ describe("Rerank and Classify end to end (real Kafka, gateway and worker, real O
 
   test("bad input gets a clear error with the right code, never echoing the text", async () => {
     const { inference } = clientsFor(cluster.urls[0]!, "connect-json");
-    const cases: Array<[string, Promise<unknown>, Code, RegExp]> = [
-      ["empty query", inference.rerank({ model: RERANK, query: "  ", documents: ["d"] }), Code.InvalidArgument, /^query: empty text$/],
-      ["no documents", inference.rerank({ model: RERANK, query: "q", documents: [] }), Code.InvalidArgument, /^documents: at least one document is required$/],
-      ["empty document", inference.rerank({ model: RERANK, query: "q", documents: ["d", ""] }), Code.InvalidArgument, /^documents\[1\]: empty text$/],
-      ["no model", inference.rerank({ model: "", query: "q", documents: ["d"] }), Code.InvalidArgument, /^model: required$/],
-      ["unknown model", inference.rerank({ model: "nope-reranker", query: "q", documents: ["d"] }), Code.NotFound, /nope-reranker/],
-      ["rerank on a classifier", inference.rerank({ model: CLASSIFY, query: "q", documents: ["d"] }), Code.InvalidArgument, /is a classification model, not a rerank model/i],
-      ["classify on an embedder", inference.classify({ model: EMBED, inputs: ["t"] }), Code.InvalidArgument, /not a classification model/i],
-      ["no texts", inference.classify({ model: CLASSIFY, inputs: [] }), Code.InvalidArgument, /^inputs: at least one text is required$/],
-      ["empty text", inference.classify({ model: CLASSIFY, inputs: ["fine", " "] }), Code.InvalidArgument, /^inputs\[1\]: empty text$/],
+    const cases: Array<[string, () => Promise<unknown>, Code, RegExp]> = [
+      ["empty query", () => inference.rerank({ model: RERANK, query: "  ", documents: ["d"] }), Code.InvalidArgument, /^query: empty text$/],
+      ["no documents", () => inference.rerank({ model: RERANK, query: "q", documents: [] }), Code.InvalidArgument, /^documents: at least one document is required$/],
+      ["empty document", () => inference.rerank({ model: RERANK, query: "q", documents: ["d", ""] }), Code.InvalidArgument, /^documents\[1\]: empty text$/],
+      ["no model", () => inference.rerank({ model: "", query: "q", documents: ["d"] }), Code.InvalidArgument, /^model: required$/],
+      ["unknown model", () => inference.rerank({ model: "nope-reranker", query: "q", documents: ["d"] }), Code.NotFound, /nope-reranker/],
+      ["rerank on a classifier", () => inference.rerank({ model: CLASSIFY, query: "q", documents: ["d"] }), Code.InvalidArgument, /is a classification model, not a rerank model/i],
+      ["classify on an embedder", () => inference.classify({ model: EMBED, inputs: ["t"] }), Code.InvalidArgument, /not a classification model/i],
+      ["no texts", () => inference.classify({ model: CLASSIFY, inputs: [] }), Code.InvalidArgument, /^inputs: at least one text is required$/],
+      ["empty text", () => inference.classify({ model: CLASSIFY, inputs: ["fine", " "] }), Code.InvalidArgument, /^inputs\[1\]: empty text$/],
     ];
     for (const [name, call, code, message] of cases) {
-      const got = await codeOf(call);
+      const got = await codeOf(call());
       assert.equal(got.code, code, `${name}: ${Code[got.code]} (${got.message})`);
       assert.match(got.message, message, name);
     }

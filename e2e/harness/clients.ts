@@ -1,4 +1,5 @@
-import { createClient, type Client } from "@connectrpc/connect";
+import { fail } from "node:assert/strict";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
@@ -34,4 +35,15 @@ export function maxAbsDiff(a: readonly number[], b: readonly number[]): number {
   let m = 0;
   for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
   return m;
+}
+
+/** The code and message of a call that must fail (the test fails if it succeeds). */
+export async function codeOf(p: Promise<unknown>): Promise<{ code: Code; message: string }> {
+  try {
+    await p;
+  } catch (err) {
+    const e = ConnectError.from(err);
+    return { code: e.code, message: e.rawMessage };
+  }
+  fail("expected the call to fail");
 }
