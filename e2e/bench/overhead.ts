@@ -25,6 +25,10 @@ const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 30);
 const CONCURRENCY = Number(process.env["BENCH_CONCURRENCY"] ?? 16);
 const BATCH_TOKENS = 2_048; // the worker's default SHOAL_BATCH_MAX_TOKENS
 const INTRA_OP = 2;
+// The served worker's layout (default: the ceiling's, 1 thread x 2 intra-op); BENCH_WORKER_THREADS=2
+// BENCH_WORKER_INTRA_OP=1 measures the worker's default on 2 cores against the same ceiling.
+const WORKER_THREADS = process.env["BENCH_WORKER_THREADS"] ?? "1";
+const WORKER_INTRA_OP = process.env["BENCH_WORKER_INTRA_OP"] ?? String(INTRA_OP);
 
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
 
@@ -62,7 +66,7 @@ try {
   const cluster = await startCluster({
     presets: ["mini"],
     partitions: 8,
-    workerEnv: { SHOAL_INFERENCE_THREADS: "1", SHOAL_INTRA_OP_THREADS: String(INTRA_OP), LOG_LEVEL: process.env["BENCH_WORKER_LOG"] ?? "info" },
+    workerEnv: { SHOAL_INFERENCE_THREADS: WORKER_THREADS, SHOAL_INTRA_OP_THREADS: WORKER_INTRA_OP, LOG_LEVEL: process.env["BENCH_WORKER_LOG"] ?? "info" },
   });
   try {
     const model = cluster.modelIds[0]!;
@@ -126,7 +130,7 @@ try {
 
     const row = (k: string, v: string): string => `| ${k.padEnd(58)} | ${v.padStart(14)} |`;
     console.log(`
-Shoal overhead benchmark — model ${model}, 1 worker (${INTRA_OP} intra-op threads), 1 gateway, 1 broker, one 2-core machine
+Shoal overhead benchmark — model ${model}, 1 worker (${WORKER_THREADS} inference thread(s) x ${WORKER_INTRA_OP} intra-op; raw: 1 x ${INTRA_OP}), 1 gateway, 1 broker, one 2-core machine
 ${row("figure", "value")}
 ${row("raw session.run useful tokens/s (same batches, in-process)", raw.usefulTokensPerSecond.toFixed(0))}
 ${row("served useful tokens/s (gateway→Kafka→worker→reply)", served.toFixed(0))}
