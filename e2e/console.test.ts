@@ -17,11 +17,18 @@ const ARTIFACTS = resolve(REPO_ROOT, "e2e/artifacts");
 const TEXTS = ["A cat sleeps on the warm windowsill.", "A kitten naps in the afternoon sun.", "Quarterly revenue grew by twelve percent.", "The stock market closed higher today."];
 
 /** Debian's chromium under playwright-core: headless, sandbox off (root in CI), nothing phoning home. */
-async function launchBrowser(userDataDir: string): Promise<BrowserContext> {
+/** A headless Chromium on a throwaway profile; `close` ends it and removes the profile. */
+interface Browser {
+  readonly context: BrowserContext;
+  close(): Promise<void>;
+}
+
+async function launchBrowser(): Promise<Browser> {
   if (!existsSync(CHROMIUM)) {
     throw new Error(`${CHROMIUM} not found: the browser tests need Debian's chromium. Run the setup: apt-get install -y chromium (as .ci/run does), or set SHOAL_CHROMIUM.`);
   }
-  return chromium.launchPersistentContext(userDataDir, {
+  const profile = await mkdtemp(join(tmpdir(), "shoal-chromium-"));
+  const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
     viewport: { width: 1280, height: 900 },
@@ -37,6 +44,13 @@ async function launchBrowser(userDataDir: string): Promise<BrowserContext> {
       "--disable-dev-shm-usage",
     ],
   });
+  return {
+    context,
+    async close() {
+      await context.close();
+      await rm(profile, { recursive: true, force: true });
+    },
+  };
 }
 
 /** A page from another origin (its own port) that calls the gateway with fetch + Connect JSON. */
@@ -64,27 +78,24 @@ describe("web console and browser access (real Chromium, real stack)", () => {
   let base: string;
   let model: string;
   let dims: number;
-  let context: BrowserContext;
-  let profile: string;
+  let browser: Browser | undefined;
   let other: http.Server | undefined;
   before(async () => {
-    profile = await mkdtemp(join(tmpdir(), "shoal-chromium-"));
-    context = await launchBrowser(profile);
+    browser = await launchBrowser();
     cluster = await startCluster();
     base = cluster.urls[0]!;
     model = cluster.modelIds[0]!;
     dims = (await clientsFor(base, "connect").models.getModel({ id: model })).model!.dimensions;
   });
   after(async () => {
-    await context?.close();
+    await browser?.close();
     other?.closeAllConnections();
     other?.close();
     await cluster?.stop();
-    if (profile) await rm(profile, { recursive: true, force: true });
   });
 
   test("/console/ lists the models, runs Embed over Connect-Web and draws the n x n similarity matrix", async () => {
-    const page: Page = await context.newPage();
+    const page: Page = await browser!.context.newPage();
     const errors: string[] = [];
     page.on("pageerror", (e) => errors.push(e.message));
     page.on("console", (m) => (m.type() === "error" ? errors.push(m.text()) : undefined));
@@ -187,7 +198,7 @@ describe("web console and browser access (real Chromium, real stack)", () => {
     await new Promise<void>((r) => other!.listen(0, "127.0.0.1", r));
     const pageUrl = `http://127.0.0.1:${(other.address() as AddressInfo).port}/`;
     assert.notEqual(new URL(pageUrl).origin, new URL(base).origin);
-    const page = await context.newPage();
+    const page = await browser!.context.newPage();
     await page.goto(pageUrl);
     await page.locator("#result").filter({ hasNotText: "pending" }).waitFor({ timeout: 20_000 });
     const text = (await page.locator("#result").textContent()) ?? "";
@@ -205,21 +216,18 @@ describe("console try-it panels for Rerank and Classify (real Chromium, real sta
   const RERANK = "shoal-tiny-rerank";
   const CLASSIFY = "shoal-tiny-classify";
   let cluster: TestCluster;
-  let context: BrowserContext;
-  let profile: string;
+  let browser: Browser | undefined;
   before(async () => {
-    profile = await mkdtemp(join(tmpdir(), "shoal-chromium-"));
-    context = await launchBrowser(profile);
+    browser = await launchBrowser();
     cluster = await startCluster({ presets: ["tiny", "tiny-rerank", "tiny-classify"], workerEnv: { SHOAL_STATUS_INTERVAL_MS: "500" } });
   });
   after(async () => {
-    await context?.close();
+    await browser?.close();
     await cluster?.stop();
-    if (profile) await rm(profile, { recursive: true, force: true });
   });
 
   test("pickers offer only the models of their task; Rerank ranks the documents, Classify draws label bars", async () => {
-    const page: Page = await context.newPage();
+    const page: Page = await browser!.context.newPage();
     const errors: string[] = [];
     page.on("pageerror", (e) => errors.push(e.message));
     page.on("console", (m) => (m.type() === "error" ? errors.push(m.text()) : undefined));
@@ -278,22 +286,19 @@ describe("console against a gateway that requires API keys (real Chromium, real 
   const KEY = `sk-console-${randomBytes(12).toString("hex")}`;
   const model = "shoal-tiny-embed";
   let cluster: TestCluster;
-  let context: BrowserContext;
-  let profile: string;
+  let browser: Browser | undefined;
   before(async () => {
-    profile = await mkdtemp(join(tmpdir(), "shoal-chromium-"));
-    context = await launchBrowser(profile);
+    browser = await launchBrowser();
     // The key may use the one model served; the console must send it on every call.
     cluster = await startCluster({ gatewayEnv: { SHOAL_API_KEYS: `console=${KEY};models=${model}` } });
   });
   after(async () => {
-    await context?.close();
+    await browser?.close();
     await cluster?.stop();
-    if (profile) await rm(profile, { recursive: true, force: true });
   });
 
   test("without a key ListModels fails visibly; with the key (password field, show/hide, sessionStorage) the models appear", async () => {
-    const page: Page = await context.newPage();
+    const page: Page = await browser!.context.newPage();
     const pageErrors: string[] = [];
     const consoleLines: string[] = [];
     page.on("pageerror", (e) => pageErrors.push(e.message));

@@ -10,7 +10,7 @@ import { activationOf, applyActivation } from './activations.ts';
 import { InferenceError } from './errors.ts';
 import { createInferencePool, type InferencePool } from './inference-pool.ts';
 import { createTextTokenizer, type EncodedPair, type TextTokenizer } from './text-tokenizer.ts';
-import { generatedModelDir, sentences } from './test-models.ts';
+import { generatedModelDir, sentences, rejection } from './test-models.ts';
 
 const TEXTS = [
   'the cat sat on the mat',
@@ -21,14 +21,6 @@ const TEXTS = [
   'paris is the capital of france',
 ];
 
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (err) {
-    return err;
-  }
-  assert.fail('expected a rejection');
-}
 
 describe('inference pool on the generated tiny-rerank cross-encoder', () => {
   let spec: ModelSpec;

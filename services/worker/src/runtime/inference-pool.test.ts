@@ -8,7 +8,7 @@ import { l2normalize } from './l2-normalize.ts';
 import { readModelDir, type ModelSpec } from '@shoal/common/model-manifest';
 import { planSubBatches } from './padding-plan.ts';
 import { createTextTokenizer, type TextTokenizer } from './text-tokenizer.ts';
-import { copyModelDir, generatedModelDir, sentences } from './test-models.ts';
+import { copyModelDir, generatedModelDir, sentences, rejection } from './test-models.ts';
 
 interface LogLine {
   level: 'info' | 'warn';
@@ -36,14 +36,6 @@ function maxAbsDiff(a: Float32Array, b: Float32Array): number {
   return m;
 }
 
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (err) {
-    return err;
-  }
-  assert.fail('expected a rejection');
-}
 
 describe('inference pool on the generated tiny model', () => {
   let spec: ModelSpec;

@@ -2,6 +2,7 @@
  * Test support: generated model directories (infra/models) and throwaway copies of them.
  * Not a test file itself (no `.test.ts`), imported by the tests beside it.
  */
+import { fail } from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -69,4 +70,14 @@ export function sentences(count: number, maxWords: number, seed = 7): string[] {
     const s = out.join(' ');
     return `${s[0]!.toUpperCase()}${s.slice(1)}.`;
   });
+}
+
+/** What `p` rejects with (the test fails if it resolves). */
+export async function rejection(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (err) {
+    return err;
+  }
+  fail('expected a rejection');
 }
