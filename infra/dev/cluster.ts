@@ -14,7 +14,9 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { ensureModel, findPretrained } from "@shoal/models";
-import { KAFKA_SH, REPO_ROOT, mustRun, step } from "./shell.ts";
+import { KAFKA_SH, REPO_ROOT, mustRun, requirePinnedNode, step } from "./shell.ts";
+
+requirePinnedNode();
 
 const port = process.env["SHOAL_PORT"] ?? "8080";
 const kafkaPort = process.env["KAFKA_PORT"] ?? "9092";

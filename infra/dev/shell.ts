@@ -6,6 +6,22 @@ import { join, relative, resolve } from "node:path";
 export const REPO_ROOT = resolve(import.meta.dirname, "../..");
 export const KAFKA_SH = join(REPO_ROOT, "infra/kafka/kafka.sh");
 
+/** The Node major version the project runs on: the `node` package pinned in package.json. */
+export const REQUIRED_NODE_MAJOR = 24;
+
+/**
+ * Refuses to go on under another Node than the pinned one. `npm start` / `npm test` put the
+ * pinned binary (node_modules/.bin/node) first on PATH; running these scripts with the
+ * machine's own node would test something else than what ships.
+ */
+export function requirePinnedNode(): void {
+  const major = Number(process.versions.node.split(".")[0]);
+  if (major < REQUIRED_NODE_MAJOR) {
+    process.stderr.write(`Shoal runs on Node ${REQUIRED_NODE_MAJOR}; this is ${process.version}. Run it through npm (npm start, npm test), which uses the pinned node_modules/.bin/node.\n`);
+    process.exit(1);
+  }
+}
+
 /** Prints a progress line for a long-running step. */
 export function step(message: string): void {
   process.stderr.write(`\n==> ${message}\n`);

@@ -13,7 +13,10 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { ensureModel } from "@shoal/models";
 import { startScratchBroker, type ScratchBroker } from "./broker.ts";
-import { findFiles, mustRun, REPO_ROOT, run, step } from "./shell.ts";
+import { findFiles, mustRun, REPO_ROOT, requirePinnedNode, run, step } from "./shell.ts";
+
+requirePinnedNode();
+step(`Shoal tests on Node ${process.version} (${process.execPath})`);
 
 const args = process.argv.slice(2);
 const unitOnly = args.includes("--unit");

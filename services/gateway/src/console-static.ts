@@ -3,9 +3,8 @@ import { stat } from "node:fs/promises";
 import type http from "node:http";
 import type http2 from "node:http2";
 import { extname, resolve, sep } from "node:path";
+import { type Req, type Res, writeHead } from "./http-types.ts";
 
-type Req = http.IncomingMessage | http2.Http2ServerRequest;
-type Res = http.ServerResponse | http2.Http2ServerResponse;
 
 /** Where the gateway serves the web console. */
 export const CONSOLE_PATH = "/console/";
@@ -43,7 +42,7 @@ export function createConsoleStatic(root: string): (req: Req, res: Res) => void 
   const base = resolve(root);
 
   function text(res: Res, status: number, body: string, headers: Record<string, string> = {}): void {
-    res.writeHead(status, { "content-type": "text/plain; charset=utf-8", "content-length": String(Buffer.byteLength(body)), ...headers });
+    writeHead(res, status, { "content-type": "text/plain; charset=utf-8", "content-length": String(Buffer.byteLength(body)), ...headers });
     res.end(body);
   }
 
@@ -73,11 +72,11 @@ export function createConsoleStatic(root: string): (req: Req, res: Res) => void 
       "x-content-type-options": "nosniff",
     };
     if (req.headers["if-none-match"] === etag) {
-      res.writeHead(304, headers);
+      writeHead(res, 304, headers);
       res.end();
       return;
     }
-    res.writeHead(200, { ...headers, "content-length": String(info.size) });
+    writeHead(res, 200, { ...headers, "content-length": String(info.size) });
     if (req.method === "HEAD") {
       res.end();
       return;

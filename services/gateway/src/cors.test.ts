@@ -8,7 +8,7 @@ describe("CORS policy (real HTTP server on port 0)", () => {
   const cors = createCors(["https://app.example.com", "http://localhost:5173"]);
   const server = http.createServer((req, res) => {
     if (cors.handle(req, res)) return;
-    res.writeHead(200, { "content-type": "text/plain" });
+    (res as http.ServerResponse).writeHead(200, { "content-type": "text/plain" });
     res.end("routed\n");
   });
   let base = "";

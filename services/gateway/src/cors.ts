@@ -1,9 +1,8 @@
 import type http from "node:http";
 import type http2 from "node:http2";
 import { cors as connectCors } from "@connectrpc/connect";
+import { type Req, type Res, writeHead } from "./http-types.ts";
 
-type Req = http.IncomingMessage | http2.Http2ServerRequest;
-type Res = http.ServerResponse | http2.Http2ServerResponse;
 
 /** Paths whose preflight may also allow the OpenAI SDKs' own request headers. */
 const OPENAI_PATH_PREFIX = "/v1/";
@@ -68,7 +67,7 @@ export function createCors(origins: readonly string[]): Cors {
       const ok = any || allowed.has(origin.toLowerCase());
       if (!ok) {
         if (!preflight) return false; // the browser blocks the response without our headers
-        res.writeHead(403, { "content-type": "text/plain" });
+        writeHead(res, 403, { "content-type": "text/plain" });
         res.end(`origin ${origin} is not allowed (SHOAL_CORS_ORIGINS)\n`);
         return true;
       }
@@ -82,7 +81,7 @@ export function createCors(origins: readonly string[]): Cors {
         .split(",")
         .map((h) => h.trim().toLowerCase())
         .filter((h) => h !== "" && !allowedHeaders.has(h) && path.startsWith(OPENAI_PATH_PREFIX) && OPENAI_SDK_HEADER.test(h));
-      res.writeHead(204, {
+      writeHead(res, 204, {
         "access-control-allow-methods": connectCors.allowedMethods.join(", "),
         "access-control-allow-headers": [...CORS_ALLOWED_HEADERS, ...extra].join(", "),
         "access-control-max-age": String(PREFLIGHT_MAX_AGE_S),

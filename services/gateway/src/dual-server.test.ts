@@ -6,7 +6,7 @@ import { createDualServer } from "./dual-server.ts";
 
 test("one port answers HTTP/1.1 and h2c clients", async () => {
   const server = createDualServer((req, res) => {
-    res.writeHead(200, { "content-type": "text/plain" });
+    (res as http.ServerResponse).writeHead(200, { "content-type": "text/plain" });
     res.end(`v${req.httpVersion} ${req.url}`);
   });
   const { port } = await server.listen(0, "127.0.0.1");

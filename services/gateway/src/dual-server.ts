@@ -2,7 +2,7 @@ import http from "node:http";
 import http2 from "node:http2";
 import net, { type AddressInfo, type Socket } from "node:net";
 
-type Handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => void;
+import type { Handler } from "./http-types.ts";
 
 /** One TCP port that speaks HTTP/1.1 (browsers, Connect JSON, gRPC-Web) and h2c (gRPC). */
 export interface DualServer {

@@ -4,9 +4,8 @@ import { isConsolePath } from "./console-static.ts";
 import type { Cors } from "./cors.ts";
 import { OPENAI_EMBEDDINGS_PATH } from "./openai-embeddings.ts";
 import { clampTimeoutHeaders } from "./timeout-headers.ts";
+import { type Req, type Res, writeHead } from "./http-types.ts";
 
-type Req = http.IncomingMessage | http2.Http2ServerRequest;
-type Res = http.ServerResponse | http2.Http2ServerResponse;
 type Handler = (req: Req, res: Res) => void;
 
 export interface HttpFrontRoutes {
@@ -38,7 +37,7 @@ export function createHttpFront(routes: HttpFrontRoutes): Handler {
       // Connect-ES 2.1 hangs a gRPC call whose error message holds a lone surrogate (its
       // encodeURIComponent of grpc-message throws), and V8's JSON parse errors quote the body in
       // a way that can split a surrogate pair. gRPC clients send protobuf; Connect JSON is served.
-      res.writeHead(415, { "content-type": "text/plain", "accept-post": "application/grpc, application/grpc+proto, application/grpc-web, application/grpc-web+proto, application/json, application/proto" });
+      writeHead(res, 415, { "content-type": "text/plain", "accept-post": "application/grpc, application/grpc+proto, application/grpc-web, application/grpc-web+proto, application/json, application/proto" });
       res.end("gRPC and gRPC-Web take the protobuf codec; use application/json for Connect JSON\n");
     } else {
       clampTimeoutHeaders(req.headers);

@@ -6,9 +6,8 @@ import type { CatalogModel, Logger } from "@shoal/common";
 import { EmbedRequestSchema, EmbedResponseSchema, InferenceService, VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { principalKey, type Principal } from "./auth.ts";
 import { toConnectError } from "./errors.ts";
+import { type Req, type Res, writeHead } from "./http-types.ts";
 
-type Req = http.IncomingMessage | http2.Http2ServerRequest;
-type Res = http.ServerResponse | http2.Http2ServerResponse;
 
 /** The path OpenAI SDKs call for embeddings, with `baseURL` = `<gateway>/v1`. */
 export const OPENAI_EMBEDDINGS_PATH = "/v1/embeddings";
@@ -137,7 +136,7 @@ function sendJson(req: Req, res: Res, status: number, body: unknown, headers: Re
   // and say so, so that the client does not send its next request on it.
   const cut = status === 413 && req.httpVersionMajor === 1 && !req.readableEnded;
   if (cut) head["connection"] = "close";
-  res.writeHead(status, head);
+  writeHead(res, status, head);
   res.end(json);
   if (req.readableEnded) return;
   if (cut) res.once("finish", () => req.socket.destroy());

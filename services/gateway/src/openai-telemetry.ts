@@ -10,9 +10,8 @@ import { echo, toConnectError } from "./errors.ts";
 import type { GatewayMetrics } from "./gateway-metrics.ts";
 import { laneName, servedLane } from "./lanes.ts";
 import { createOpenAiEmbeddings, OPENAI_EMBEDDINGS_PATH, type OpenAiEmbeddingsDeps } from "./openai-embeddings.ts";
+import { type Req, type Res } from "./http-types.ts";
 
-type Req = http.IncomingMessage | http2.Http2ServerRequest;
-type Res = http.ServerResponse | http2.Http2ServerResponse;
 
 /** The `method` label of the OpenAI endpoint in `shoal_gateway_requests_total` and the latency histogram. */
 export const OPENAI_EMBEDDINGS_METHOD = "OpenAI.Embeddings";

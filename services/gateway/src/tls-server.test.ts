@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
+import type http from "node:http";
 import http2 from "node:http2";
 import https from "node:https";
 import { tmpdir } from "node:os";
@@ -21,7 +22,7 @@ test("one TLS port answers HTTP/1.1 and h2 by ALPN; plain text is refused", { sk
   const ca = readFileSync(join(dir, "cert.pem"));
   const server = createTlsServer(
     (req, res) => {
-      res.writeHead(200, { "content-type": "text/plain" });
+      (res as http.ServerResponse).writeHead(200, { "content-type": "text/plain" });
       res.end(`v${req.httpVersion} ${req.url}`);
     },
     { cert: ca, key: readFileSync(join(dir, "key.pem")) },

@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import type { TLSSocket } from "node:tls";
 import type { DualServer } from "./dual-server.ts";
 
-type Handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => void;
+import type { Handler } from "./http-types.ts";
 
 /** PEM certificate chain and private key. */
 export interface TlsMaterial {
