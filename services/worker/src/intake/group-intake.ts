@@ -1,53 +1,32 @@
-import type { Consumer, EachBatchPayload, IHeaders, Kafka } from "kafkajs";
+import type { Consumer, EachBatchPayload, Kafka } from "kafkajs";
 import type { Logger } from "@shoal/common";
+import type { Delivery, IntakeHandler, JobIntake, Settlement } from "./intake.ts";
 import { OffsetTracker } from "./offset-tracker.ts";
 
-/** One record pulled from a jobs topic. `complete()` once its result is produced. */
-export interface PulledRecord {
-  readonly topic: string;
-  readonly partition: number;
-  readonly offset: string;
-  readonly value: Buffer | null;
-  readonly headers: IHeaders | undefined;
-  readonly complete: () => void;
-}
-
-export interface JobConsumerOptions {
+export interface GroupIntakeOptions {
   readonly groupId: string;
   readonly topics: readonly string[];
-  /** Records pulled but not yet completed; past this the consumer stops fetching. */
-  readonly maxInFlight: number;
   readonly sessionTimeoutMs: number;
   readonly heartbeatIntervalMs: number;
-  readonly onRecord: (record: PulledRecord) => void;
   /** Records behind the high watermark after each fetched batch, per partition. */
   readonly onLag?: (topic: string, partition: number, lag: number) => void;
-}
-
-export interface JobConsumer {
-  /** Resolves once the consumer joined its group. */
-  start(): Promise<void>;
-  /** Stops fetching; records already pulled keep completing. */
-  pause(): void;
-  /** Commits completed offsets, then leaves the group. */
-  stop(): Promise<void>;
-  readonly inFlight: number;
-  /** Whether the consumer is a member of its group right now. */
-  readonly joined: boolean;
 }
 
 /** Delay before a consumer that kafkajs gave up on is replaced. */
 const REPLACE_AFTER_MS = 1_000;
 
 /**
- * A consumer-group member that pulls job records and hands them on at once, so batches can form
- * across partitions; offsets are committed only up to records whose results were produced.
- * Fetching pauses while `maxInFlight` records are outstanding: memory stays bounded. If kafkajs
- * crashes the consumer without restarting it (a long broker outage exhausts its retries), a new
- * one replaces it, so the worker recovers by itself when the broker returns.
+ * Consumer-group intake: a group member that pulls job records and hands them on at once, so
+ * batches can form across partitions; offsets are committed only up to records settled `done`
+ * or `reject` (a `release`d record holds the commit back, so it is read again after the next
+ * rebalance or restart). Fetching pauses while the handler has no room: memory stays bounded.
+ * Each partition has one owner in a consumer group, so the partition a job was written to picks
+ * its worker. If kafkajs crashes the consumer without restarting it (a long broker outage
+ * exhausts its retries), a new one replaces it, so the worker recovers when the broker returns.
  */
-export function createJobConsumer(kafka: Kafka, logger: Logger, opts: JobConsumerOptions): JobConsumer {
-  const log = logger.child({ component: "job-consumer" });
+export function createGroupIntake(kafka: Kafka, logger: Logger, opts: GroupIntakeOptions): JobIntake {
+  const log = logger.child({ component: "group-intake" });
+  let handler: IntakeHandler | undefined;
   let consumer: Consumer | undefined;
   // Trackers of the current group generation; replaced on every (re)join, because kafkajs then
   // resumes each partition from its committed offset.
@@ -92,9 +71,11 @@ export function createJobConsumer(kafka: Kafka, logger: Logger, opts: JobConsume
     }, 20);
   }
 
+  const hasRoom = (): boolean => (handler?.room() ?? 0) > 0;
+
   function released(): void {
     inFlight -= 1;
-    if (inFlight < opts.maxInFlight && capacityWaiters.length > 0) {
+    if (hasRoom() && capacityWaiters.length > 0) {
       const waiters = capacityWaiters;
       capacityWaiters = [];
       for (const w of waiters) w();
@@ -102,7 +83,7 @@ export function createJobConsumer(kafka: Kafka, logger: Logger, opts: JobConsume
   }
 
   async function waitForCapacity(heartbeat: () => Promise<void>): Promise<void> {
-    while (inFlight >= opts.maxInFlight) {
+    while (!hasRoom()) {
       await new Promise<void>((resolve) => {
         capacityWaiters.push(resolve);
         setTimeout(resolve, opts.heartbeatIntervalMs);
@@ -116,32 +97,36 @@ export function createJobConsumer(kafka: Kafka, logger: Logger, opts: JobConsume
     for (const message of batch.messages) {
       if (!isRunning() || isStale()) break;
       // Only yield when full: records of one fetch then reach the batcher in one synchronous run.
-      if (inFlight >= opts.maxInFlight) await waitForCapacity(heartbeat);
+      if (!hasRoom()) await waitForCapacity(heartbeat);
       const offset = Number(message.offset);
       tracker.begin(offset);
       inFlight += 1;
-      let completed = false;
-      const complete = (): void => {
-        if (completed) return;
-        completed = true;
+      let settled = false;
+      const settle = (outcome: Settlement): void => {
+        if (settled) return;
+        settled = true;
         released();
+        // A released record stays uncommitted: the group reads it again after a rebalance.
+        if (outcome === "release") return;
         tracker.complete(offset);
         scheduleCommit();
       };
-      // Resolve at once so the next fetch moves on; the commit waits for complete().
+      // Resolve at once so the next fetch moves on; the commit waits for the settlement.
       resolveOffset(message.offset);
+      const delivery: Delivery = {
+        topic: batch.topic,
+        partition: batch.partition,
+        offset: message.offset,
+        value: message.value,
+        headers: message.headers,
+        deliveryCount: 1,
+        settle,
+      };
       try {
-        opts.onRecord({
-          topic: batch.topic,
-          partition: batch.partition,
-          offset: message.offset,
-          value: message.value,
-          headers: message.headers,
-          complete,
-        });
+        handler!.deliver(delivery);
       } catch (err) {
         log.error({ err, topic: batch.topic, partition: batch.partition, offset: message.offset }, "record handler threw; skipping record");
-        complete();
+        settle("reject");
       }
     }
     opts.onLag?.(batch.topic, batch.partition, Number(batch.offsetLag()));
@@ -194,13 +179,15 @@ export function createJobConsumer(kafka: Kafka, logger: Logger, opts: JobConsume
   }
 
   return {
+    kind: "group",
     get inFlight() {
       return inFlight;
     },
-    get joined() {
+    get ready() {
       return joinedGroup;
     },
-    async start() {
+    async start(h) {
+      handler = h;
       running = true;
       await join();
     },

@@ -1,0 +1,261 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { create } from "@bufbuild/protobuf";
+import { createLogger, decodeEnvelope, encodeEnvelope, type CatalogModel } from "@shoal/common";
+import { JobEnvelopeSchema, JobResultSchema, JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
+import type { Delivery, Settlement } from "../intake/intake.ts";
+import { ModelTooLargeError } from "../residency/errors.ts";
+import type { Lease } from "../residency/residency.ts";
+import { createWorkerMetrics } from "../telemetry/worker-metrics.ts";
+import { createJobLifecycle, type JobRunner } from "./job-lifecycle.ts";
+
+/** A resolvable promise, to hold a produce until the test lets it land. */
+function deferred(): { promise: Promise<void>; resolve: () => void; reject: (e: Error) => void } {
+  let resolve!: () => void;
+  let reject!: (e: Error) => void;
+  const promise = new Promise<void>((ok, fail) => ((resolve = ok), (reject = fail)));
+  return { promise, resolve, reject };
+}
+
+const tick = (): Promise<void> => new Promise((r) => setTimeout(r, 5));
+
+/** A record as an intake delivers it; `settled` lists each settle call in order. */
+function delivery(value: Buffer | null, offset = "0"): Delivery & { settled: Settlement[] } {
+  const settled: Settlement[] = [];
+  return { topic: "shoal.jobs.default.interactive", partition: 0, offset, value, headers: undefined, deliveryCount: 1, settled, settle: (o) => settled.push(o) };
+}
+
+function envelope(init: Partial<{ jobId: string; attempt: number; deadlineUnixMs: bigint; model: string }> = {}): Buffer {
+  const e = create(JobEnvelopeSchema, {
+    jobId: init.jobId ?? "job-1",
+    model: init.model ?? "m",
+    attempt: init.attempt ?? 1,
+    deadlineUnixMs: init.deadlineUnixMs ?? 0n,
+    replyTo: { topic: "shoal.replies.gw-1", partition: 0 },
+    task: { case: "embed", value: { inputs: ["hello"] } },
+  });
+  return Buffer.from(encodeEnvelope(e));
+}
+
+/**
+ * The lifecycle with fakes for what it talks to (no Kafka, no ONNX): a runner that answers
+ * with `outcome`, a result sink whose produces land when the test says, a retry router that
+ * records what it is given.
+ */
+function harness(opts: { outcome?: JobStatus; resident?: boolean; loadError?: Error; unixNow?: () => number } = {}) {
+  const produced: Array<{ topic: string; result: JobResult; landed: ReturnType<typeof deferred> }> = [];
+  const retried: JobEnvelope[] = [];
+  const dead: Array<{ reason: string; attempts: number; value: Buffer | null }> = [];
+  const submitted: string[] = [];
+  const released: string[] = [];
+  const cancels = new Set<string>();
+  const runner: JobRunner = {
+    submit(env, _trace, onFinish) {
+      submitted.push(`${env.jobId}#${env.attempt}`);
+      const status = opts.outcome ?? JobStatus.OK;
+      queueMicrotask(() => onFinish(create(JobResultSchema, { jobId: env.jobId, status, attempt: env.attempt, message: status === JobStatus.OK ? "" : "inference failed: Gather index out of range" })));
+    },
+  };
+  const lease = (model: string): Lease<JobRunner> => ({ model, resource: runner, release: () => released.push(model) });
+  const metrics = createWorkerMetrics(() => 0);
+  const jobs = createJobLifecycle({
+    pool: "default",
+    workerId: "w-1",
+    groupId: "shoal-pool-default",
+    maxInFlight: 4,
+    model: (id) => (id === "m" ? ({ id: "m", pool: "default" } as unknown as CatalogModel) : undefined),
+    fleet: {
+      tryAcquire: (model) => (opts.resident === false ? undefined : lease(model)),
+      acquire: (model) => (opts.loadError ? Promise.reject(opts.loadError) : Promise.resolve(lease(model))),
+    },
+    results: {
+      send(topic, _partition, result) {
+        const landed = deferred();
+        produced.push({ topic, result, landed });
+        return landed.promise;
+      },
+    },
+    retries: {
+      retriable: (attempt) => attempt < 3,
+      async retry(env) {
+        retried.push(env);
+      },
+      async deadLetter(value, reason, meta) {
+        dead.push({ reason, attempts: meta.attempts, value });
+      },
+    },
+    cancels,
+    metrics,
+    logger: createLogger("test", "silent"),
+    monotonicNow: () => performance.now(),
+    ...(opts.unixNow ? { unixNow: opts.unixNow } : {}),
+  });
+  return { jobs, produced, retried, dead, submitted, released, cancels, metrics };
+}
+
+describe("job lifecycle", () => {
+  test("a job runs once and its record is settled only after its result is on the reply topic", async () => {
+    const h = harness();
+    const d = delivery(envelope());
+    h.jobs.deliver(d);
+    await tick();
+    assert.deepEqual(h.submitted, ["job-1#1"]);
+    assert.equal(h.produced.length, 1);
+    assert.equal(h.produced[0]!.topic, "shoal.replies.gw-1");
+    assert.equal(h.produced[0]!.result.status, JobStatus.OK);
+    // Produced but not yet acknowledged by the broker: the record must not be settled.
+    assert.deepEqual(d.settled, []);
+    assert.equal(h.jobs.size, 1);
+    assert.deepEqual(h.released, ["m"], "the model is let go once the rows are computed");
+    h.produced[0]!.landed.resolve();
+    await tick();
+    assert.deepEqual(d.settled, ["done"]);
+    assert.equal(h.jobs.size, 0);
+  });
+
+  test("a duplicate delivery of the same job attempt joins it: one run, one answer, both records settled", async () => {
+    const h = harness({ resident: false });
+    const first = delivery(envelope(), "7");
+    const again = delivery(envelope(), "7");
+    h.jobs.deliver(first);
+    h.jobs.deliver(again);
+    await tick();
+    assert.deepEqual(h.submitted, ["job-1#1"]);
+    assert.equal(h.produced.length, 1);
+    h.produced[0]!.landed.resolve();
+    await tick();
+    assert.deepEqual(first.settled, ["done"]);
+    assert.deepEqual(again.settled, ["done"]);
+  });
+
+  test("the next attempt of a job is a job of its own, even while the previous attempt is in hand", async () => {
+    const h = harness();
+    h.jobs.deliver(delivery(envelope({ attempt: 1 })));
+    h.jobs.deliver(delivery(envelope({ attempt: 2 })));
+    await tick();
+    assert.deepEqual(h.submitted, ["job-1#1", "job-1#2"]);
+  });
+
+  test("a job whose deadline passed before it started is answered DEADLINE_EXCEEDED without running", async () => {
+    const now = 1_700_000_000_000;
+    const h = harness({ unixNow: () => now });
+    const d = delivery(envelope({ deadlineUnixMs: BigInt(now - 1) }));
+    h.jobs.deliver(d);
+    await tick();
+    assert.deepEqual(h.submitted, []);
+    assert.equal(h.produced[0]!.result.status, JobStatus.DEADLINE_EXCEEDED);
+    assert.match(h.produced[0]!.result.message, /deadline passed before the job was pulled; nothing was computed/);
+    h.produced[0]!.landed.resolve();
+    await tick();
+    assert.deepEqual(d.settled, ["done"]);
+  });
+
+  test("a job whose caller cancelled is answered CANCELLED without running", async () => {
+    const h = harness();
+    h.cancels.add("job-9");
+    h.jobs.deliver(delivery(envelope({ jobId: "job-9" })));
+    await tick();
+    assert.deepEqual(h.submitted, []);
+    assert.equal(h.produced[0]!.result.status, JobStatus.CANCELLED);
+  });
+
+  test("a job that expires while its model loads is not run, and the model is let go", async () => {
+    let now = 1_700_000_000_000;
+    const h = harness({ resident: false, unixNow: () => now });
+    h.jobs.deliver(delivery(envelope({ deadlineUnixMs: BigInt(now + 10) })));
+    now += 20;
+    await tick();
+    assert.deepEqual(h.submitted, []);
+    assert.equal(h.produced[0]!.result.status, JobStatus.DEADLINE_EXCEEDED);
+    assert.match(h.produced[0]!.result.message, /while its model loaded/);
+    assert.deepEqual(h.released, ["m"]);
+  });
+
+  test("errors map to statuses once: unknown model NOT_FOUND, too large RESOURCE_EXHAUSTED, load failure UNAVAILABLE", async () => {
+    const unknown = harness();
+    unknown.jobs.deliver(delivery(envelope({ model: "nope" })));
+    const tooLarge = harness({ resident: false, loadError: new ModelTooLargeError("m", 10, 5) });
+    tooLarge.jobs.deliver(delivery(envelope()));
+    const broken = harness({ resident: false, loadError: new Error("model.onnx: no such file") });
+    broken.jobs.deliver(delivery(envelope()));
+    await tick();
+    assert.equal(unknown.produced[0]!.result.status, JobStatus.NOT_FOUND);
+    assert.match(unknown.produced[0]!.result.message, /model 'nope' is not served by pool 'default'/);
+    assert.equal(tooLarge.produced[0]!.result.status, JobStatus.RESOURCE_EXHAUSTED);
+    assert.equal(broken.produced[0]!.result.status, JobStatus.UNAVAILABLE);
+    assert.match(broken.produced[0]!.result.message, /could not be loaded on worker w-1: model.onnx: no such file/);
+  });
+
+  test("a failed run goes to the retry topic with its record settled; the last attempt is dead-lettered and answered INTERNAL", async () => {
+    const h = harness({ outcome: JobStatus.INTERNAL });
+    const first = delivery(envelope({ attempt: 1 }));
+    h.jobs.deliver(first);
+    await tick();
+    assert.equal(h.retried.length, 1);
+    assert.equal(h.retried[0]!.attempt, 1, "the router raises the attempt itself");
+    assert.deepEqual(first.settled, ["done"]);
+    assert.equal(h.produced.length, 0, "nobody is answered while attempts are left");
+
+    const last = delivery(envelope({ attempt: 3 }));
+    h.jobs.deliver(last);
+    await tick();
+    assert.equal(h.retried.length, 1);
+    assert.equal(h.dead.length, 1);
+    assert.equal(h.dead[0]!.attempts, 3);
+    assert.equal(decodeEnvelope(h.dead[0]!.value).jobId, "job-1", "the dead letter is the job itself");
+    assert.equal(h.produced[0]!.result.status, JobStatus.INTERNAL);
+    assert.match(h.produced[0]!.result.message, /failed 3 time\(s\) and was moved to the dead-letter topic shoal\.dead\.default: inference failed: Gather/);
+    assert.deepEqual(last.settled, [], "settled only once the answer lands");
+    h.produced[0]!.landed.resolve();
+    await tick();
+    assert.deepEqual(last.settled, ["done"]);
+    const deadLetters = (await h.metrics.deadLetters.get()).values;
+    assert.deepEqual(deadLetters.map((v) => [v.labels["reason"], v.value]), [["failed", 1]]);
+    assert.equal((await h.metrics.retries.get()).values[0]?.value, 1);
+  });
+
+  test("while draining, a failed run is answered as it is rather than retried", async () => {
+    const h = harness({ outcome: JobStatus.INTERNAL });
+    void h.jobs.drain(0);
+    h.jobs.deliver(delivery(envelope()));
+    await tick();
+    assert.equal(h.retried.length, 0);
+    assert.equal(h.produced[0]!.result.status, JobStatus.INTERNAL);
+  });
+
+  test("a result that cannot be produced gives the record back for redelivery", async () => {
+    const h = harness();
+    const d = delivery(envelope());
+    h.jobs.deliver(d);
+    await tick();
+    h.produced[0]!.landed.reject(new Error("producer closed"));
+    await tick();
+    assert.deepEqual(d.settled, ["release"]);
+    assert.equal(h.jobs.size, 0);
+  });
+
+  test("an undecodable record is dead-lettered as it came and rejected; nothing runs", async () => {
+    const h = harness();
+    const garbage = Buffer.from([0xff, 0xff, 0xff, 0x01]);
+    const d = delivery(garbage, "42");
+    h.jobs.deliver(d);
+    await tick();
+    assert.deepEqual(h.submitted, []);
+    assert.equal(h.dead.length, 1);
+    assert.deepEqual(h.dead[0]!.value, garbage);
+    assert.equal(h.dead[0]!.attempts, 0);
+    assert.deepEqual(d.settled, ["reject"]);
+    assert.equal(h.produced.length, 0);
+  });
+
+  test("room counts down with jobs in hand and drain waits for them", async () => {
+    const h = harness();
+    for (let i = 0; i < 3; i++) h.jobs.deliver(delivery(envelope({ jobId: `j${i}` })));
+    await tick();
+    assert.equal(h.jobs.room(), 1);
+    const drained = h.jobs.drain(5_000);
+    for (const p of h.produced) p.landed.resolve();
+    assert.equal(await drained, 0);
+    assert.equal(h.jobs.room(), 4);
+  });
+});

@@ -1,0 +1,259 @@
+import { create } from "@bufbuild/protobuf";
+import { deadLetterTopic, decodeEnvelope, encodeEnvelope, RecordDecodeError, type CatalogModel, type Logger } from "@shoal/common";
+import { JobResultSchema, JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
+import type { Delivery, IntakeHandler, Settlement } from "../intake/intake.ts";
+import type { ResultSink } from "../queue/result-sink.ts";
+import type { RetryRouter } from "../queue/retry-router.ts";
+import type { Lease } from "../residency/residency.ts";
+import type { ModelRunner } from "../tasks/model-runner.ts";
+import { JobTrace } from "../telemetry/job-trace.ts";
+import type { WorkerMetrics } from "../telemetry/worker-metrics.ts";
+import { JobCancelledError, JobExpiredError, jobStatusOf, ModelNotServedError, ModelUnavailableError } from "./job-errors.ts";
+
+/** What computes a job: a resident model's runner. */
+export type JobRunner = Pick<ModelRunner, "submit">;
+
+/** The worker's models as the lifecycle sees them: leases that hold a model resident. */
+export interface JobFleet {
+  /** A lease at once when the model is resident, else undefined. */
+  tryAcquire(model: string): Lease<JobRunner> | undefined;
+  /** Loads the model if needed; rejects with the load's error. */
+  acquire(model: string): Promise<Lease<JobRunner>>;
+}
+
+export interface JobLifecycleDeps {
+  readonly pool: string;
+  readonly workerId: string;
+  /** Names the consumer group in job spans. */
+  readonly groupId: string;
+  /** Most jobs held at once (taken and not settled). */
+  readonly maxInFlight: number;
+  /** The catalog's model by id. */
+  readonly model: (id: string) => CatalogModel | undefined;
+  readonly fleet: JobFleet;
+  readonly results: Pick<ResultSink, "send">;
+  readonly retries: Pick<RetryRouter, "retriable" | "retry" | "deadLetter">;
+  readonly cancels: { has(jobId: string): boolean };
+  readonly metrics: Pick<WorkerMetrics, "jobs" | "retries" | "deadLetters" | "recordsRejected" | "jobsWaitingForLoad">;
+  readonly logger: Logger;
+  /** Monotonic milliseconds handed to the runner (the batcher's clock). */
+  readonly monotonicNow: () => number;
+  /** Wall-clock unix milliseconds, for deadlines. */
+  readonly unixNow?: () => number;
+}
+
+/**
+ * One job's life on a worker, from the moment its record is delivered until it is settled:
+ *
+ *   delivered ─▶ decoded ─▶ skipped? (cancelled, expired, model not served) ─▶ answered
+ *                      └─▶ model leased (loaded if needed) ─▶ run ─▶ answered
+ *                                                             └─ failed ─▶ retry topic ─▶ … ─▶ dead letter + answered
+ *
+ * A record is settled only after its outcome is durable: the result on the reply topic, the next
+ * attempt on the retry topic, or the job on the dead-letter topic (at-least-once, nothing
+ * accepted is lost). A redelivery of a job attempt already in hand joins it and is settled with
+ * it, so a job is answered once per attempt.
+ */
+export interface JobLifecycle extends IntakeHandler {
+  /** Jobs taken and not yet settled. */
+  readonly size: number;
+  /**
+   * Waits until every job has settled or `graceMs` passed; from now on a failed job is answered
+   * as it is rather than sent round the retry topic. Resolves with the jobs left unsettled.
+   */
+  drain(graceMs: number): Promise<number>;
+}
+
+interface InFlight {
+  /** Every delivery of this job attempt (redeliveries attach here); all settle together. */
+  readonly deliveries: Delivery[];
+  readonly trace: JobTrace;
+  /** Where the first delivery came from: `topic/partition@offset`. */
+  readonly source: string;
+  /** Holds the job's model resident until the job's rows are computed. */
+  lease?: Lease<JobRunner>;
+}
+
+const sourceOf = (d: Delivery): string => `${d.topic}/${d.partition}@${d.offset}`;
+
+/** Creates the job lifecycle; hand it to an intake as its handler. */
+export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
+  const { metrics, retries } = deps;
+  const log = deps.logger.child({ component: "jobs" });
+  const unixNow = deps.unixNow ?? Date.now;
+  /**
+   * Jobs in hand by job id and attempt: a redelivery of the same record joins its entry, while the
+   * job's next attempt from the retry topic is a job of its own — it may arrive before the attempt
+   * that wrote it has let go of its entry.
+   */
+  const inFlight = new Map<string, InFlight>();
+  const keyOf = (envelope: JobEnvelope): string => `${envelope.jobId}#${Math.max(1, envelope.attempt)}`;
+  let draining = false;
+  let waitingForLoad = 0;
+
+  function settle(envelope: JobEnvelope, outcome: Settlement, traceStatus: string, failed: boolean): void {
+    const entry = inFlight.get(keyOf(envelope));
+    if (!entry) return;
+    inFlight.delete(keyOf(envelope));
+    entry.trace.end(traceStatus, failed);
+    for (const d of entry.deliveries) d.settle(outcome);
+  }
+
+  /** A job ended. A failed run goes round the retry topic while it has attempts left; anything else is answered. */
+  function finish(envelope: JobEnvelope, result: JobResult): void {
+    const entry = inFlight.get(keyOf(envelope));
+    // The model may leave once the job's rows are computed; producing the reply does not need it.
+    entry?.lease?.release();
+    if (result.status === JobStatus.INTERNAL && entry && !draining) void retryOrDeadLetter(envelope, entry, result);
+    else answer(envelope, result);
+  }
+
+  function fail(envelope: JobEnvelope, err: Error): void {
+    finish(envelope, create(JobResultSchema, { jobId: envelope.jobId, status: jobStatusOf(err), message: err.message, attempt: envelope.attempt }));
+  }
+
+  async function retryOrDeadLetter(envelope: JobEnvelope, entry: InFlight, result: JobResult): Promise<void> {
+    const attempt = Math.max(1, envelope.attempt);
+    if (retries.retriable(attempt)) {
+      try {
+        await retries.retry(envelope, result.message);
+      } catch (err) {
+        log.warn({ err, jobId: envelope.jobId }, "could not write the job to the retry topic; giving it back for redelivery");
+        return settle(envelope, "release", "REDELIVER", true);
+      }
+      metrics.retries.inc({ model: envelope.model });
+      log.warn({ jobId: envelope.jobId, model: envelope.model, attempt, reason: result.message }, "job failed; retrying through the retry topic");
+      return settle(envelope, "done", "RETRY", true);
+    }
+    const dead = deadLetterTopic(deps.pool);
+    try {
+      const value = encodeEnvelope(envelope);
+      await retries.deadLetter(Buffer.from(value.buffer, value.byteOffset, value.byteLength), result.message, {
+        attempts: attempt,
+        model: envelope.model,
+        source: entry.source,
+        key: envelope.jobId,
+      });
+      metrics.deadLetters.inc({ reason: "failed" });
+      log.error({ jobId: envelope.jobId, model: envelope.model, attempts: attempt, reason: result.message }, "job failed every attempt; moved to the dead-letter topic");
+    } catch (err) {
+      log.error({ err, jobId: envelope.jobId }, "could not write the job to the dead-letter topic");
+    }
+    answer(
+      envelope,
+      create(JobResultSchema, {
+        jobId: envelope.jobId,
+        status: JobStatus.INTERNAL,
+        attempt,
+        message: `the job failed ${attempt} time(s) and was moved to the dead-letter topic ${dead}: ${result.message}`,
+      }),
+    );
+  }
+
+  /** Produces the result, then settles every delivery of the job. */
+  function answer(envelope: JobEnvelope, result: JobResult): void {
+    const replyTo = envelope.replyTo!;
+    const entry = inFlight.get(keyOf(envelope));
+    const status = JobStatus[result.status];
+    metrics.jobs.inc({ model: envelope.model, status });
+    const reply = entry?.trace.replyPublish(replyTo.topic);
+    deps.results.send(replyTo.topic, replyTo.partition, result, reply?.headers).then(
+      () => {
+        reply?.span.end();
+        settle(envelope, "done", status, result.status !== JobStatus.OK);
+      },
+      (err: unknown) => {
+        // The sink only gives up when stopping: give the job back to be run again.
+        reply?.span.end();
+        log.warn({ err, jobId: envelope.jobId }, "result not produced; giving the job back for redelivery");
+        settle(envelope, "release", "REDELIVER", true);
+      },
+    );
+  }
+
+  /** Why a job may not start now (its caller left, or its deadline passed), or undefined. */
+  function skipReason(envelope: JobEnvelope, when: string): Error | undefined {
+    if (deps.cancels.has(envelope.jobId)) return new JobCancelledError(`the caller left ${when}; nothing was computed`);
+    if (envelope.deadlineUnixMs > 0n && unixNow() >= Number(envelope.deadlineUnixMs)) {
+      return new JobExpiredError(`deadline passed ${when}; nothing was computed`);
+    }
+    return undefined;
+  }
+
+  function run(envelope: JobEnvelope, entry: InFlight, lease: Lease<JobRunner>): void {
+    entry.lease = lease;
+    lease.resource.submit(envelope, entry.trace, (result) => finish(envelope, result), deps.monotonicNow());
+  }
+
+  /** Not a job at all: kept on the dead-letter topic for an operator; nobody can be answered. */
+  function rejectUndecodable(delivery: Delivery, err: RecordDecodeError): void {
+    metrics.recordsRejected.inc();
+    log.warn(
+      { err, topic: delivery.topic, partition: delivery.partition, offset: delivery.offset, deadLetterTopic: deadLetterTopic(deps.pool) },
+      "rejected undecodable job record",
+    );
+    retries
+      .deadLetter(delivery.value, err.message, { attempts: 0, source: sourceOf(delivery) })
+      .then(
+        () => metrics.deadLetters.inc({ reason: "undecodable" }),
+        (e: unknown) => log.error({ err: e, offset: delivery.offset }, "could not write an undecodable record to the dead-letter topic"),
+      )
+      .finally(() => delivery.settle("reject"));
+  }
+
+  function deliver(delivery: Delivery): void {
+    let envelope: JobEnvelope;
+    try {
+      envelope = decodeEnvelope(delivery.value);
+    } catch (err) {
+      if (!(err instanceof RecordDecodeError)) throw err;
+      return rejectUndecodable(delivery, err);
+    }
+    const existing = inFlight.get(keyOf(envelope));
+    if (existing) {
+      // A redelivery (rebalance, expired lock) of a job attempt in hand: answer once.
+      existing.deliveries.push(delivery);
+      return;
+    }
+    const trace = new JobTrace(delivery, envelope.jobId, envelope.model, deps.groupId, deps.workerId);
+    const entry: InFlight = { deliveries: [delivery], trace, source: sourceOf(delivery) };
+    inFlight.set(keyOf(envelope), entry);
+    const skip = skipReason(envelope, "before the job was pulled");
+    if (skip) return fail(envelope, skip);
+    const model = deps.model(envelope.model);
+    if (!model || model.pool !== deps.pool) return fail(envelope, new ModelNotServedError(envelope.model, deps.pool));
+    const lease = deps.fleet.tryAcquire(model.id);
+    if (lease) return run(envelope, entry, lease);
+    // Not resident: this job waits for the load; jobs of resident models keep flowing meanwhile.
+    metrics.jobsWaitingForLoad.set(++waitingForLoad);
+    deps.fleet.acquire(model.id).then(
+      (loaded) => {
+        metrics.jobsWaitingForLoad.set(--waitingForLoad);
+        const late = skipReason(envelope, "while its model loaded");
+        if (late) {
+          loaded.release();
+          return fail(envelope, late);
+        }
+        run(envelope, entry, loaded);
+      },
+      (err: unknown) => {
+        metrics.jobsWaitingForLoad.set(--waitingForLoad);
+        fail(envelope, err instanceof Error && jobStatusOf(err) !== JobStatus.INTERNAL ? err : new ModelUnavailableError(model.id, deps.workerId, err));
+      },
+    );
+  }
+
+  return {
+    deliver,
+    room: () => Math.max(0, deps.maxInFlight - inFlight.size),
+    get size() {
+      return inFlight.size;
+    },
+    async drain(graceMs) {
+      draining = true;
+      const deadline = unixNow() + graceMs;
+      while (inFlight.size > 0 && unixNow() < deadline) await new Promise((r) => setTimeout(r, 20));
+      return inFlight.size;
+    },
+  };
+}
