@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { LaneName } from "./lanes.ts";
+import { isLaneName, type LaneName } from "@shoal/common";
 
 /** A request rate: a token bucket refilled at `perSecond`, holding at most `burst`. */
 export interface RateSpec {
@@ -71,7 +71,7 @@ function toSpec(fields: Record<string, unknown>, where: string, problems: string
   }
 
   const lane = fields["lane"] ?? "interactive";
-  if (lane !== "interactive" && lane !== "batch") problems.push(`${where}.lane: expected interactive or batch`);
+  if (!isLaneName(lane)) problems.push(`${where}.lane: expected interactive or batch`);
 
   const requests = rate(fields, "requestsPerSecond", "burst", where, problems);
   const tokens = rate(fields, "tokensPerSecond", "tokenBurst", where, problems);

@@ -9,15 +9,17 @@ import {
   encodeCancel,
   encodeEnvelope,
   jobsTopic,
+  laneName,
+  servedLane,
   shoalTracer,
   traceHeaders,
   vectorsToBytes,
   type Catalog,
   type CatalogModel,
+  type LaneName,
   type ServedLane,
 } from "@shoal/common";
 import { estimateTokens, type Admission } from "./admission.ts";
-import { laneName, servedLane, type LaneName } from "./lanes.ts";
 import { principalKey } from "./auth.ts";
 import type { Lane, TimingSchema } from "@shoal/gen/shoal/v1/common_pb.ts";
 import {

@@ -1,7 +1,5 @@
+import type { LaneName } from "@shoal/common";
 import type { Clock } from "./clock.ts";
-
-/** Scheduling lane of an item (separate Kafka topics upstream). */
-export type LaneName = "interactive" | "batch";
 
 /** Something to batch: its cost in tokens, its lane, when it arrived and when it is due. */
 export interface BatchItem {

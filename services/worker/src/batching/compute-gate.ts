@@ -1,4 +1,4 @@
-import type { LaneName } from "./batcher.ts";
+import type { LaneName } from "@shoal/common";
 import { systemClock, type Clock } from "./clock.ts";
 
 export interface ComputeGateOptions {

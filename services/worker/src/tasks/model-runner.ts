@@ -1,6 +1,5 @@
 import { SpanStatusCode, type SpanContext } from "@opentelemetry/api";
-import { Attr, type Logger } from "@shoal/common";
-import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
+import { Attr, laneName, servedLane, type Logger } from "@shoal/common";
 import { JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { Batcher, type BatcherOptions, type CloseReason } from "../batching/batcher.ts";
 import type { Clock } from "../batching/clock.ts";
@@ -85,7 +84,7 @@ export class ModelRunner {
     const deadlineUnix = Number(envelope.deadlineUnixMs);
     const schedule: JobSchedule = {
       enqueuedAtMs: nowMs,
-      lane: envelope.lane === Lane.BATCH ? "batch" : "interactive",
+      lane: laneName(servedLane(envelope.lane)),
       deadlineMs: deadlineUnix > 0 ? nowMs + (deadlineUnix - Date.now()) : Infinity,
     };
     const started = performance.now();
