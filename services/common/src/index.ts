@@ -3,6 +3,8 @@ export { createKafka, type KafkaSettings } from "./kafka.ts";
 export { readKafkaSettings } from "./kafka-settings.ts";
 export { EnvReader, ConfigError } from "./env-config.ts";
 export { parseConfigText } from "./config-file.ts";
+export { isJsonObject, type JsonObject } from "./json.ts";
+export { closeGracefully, listenOn, type OpenConnections } from "./servers.ts";
 export { cancelTopic, deadLetterTopic, replyTopic, retryTopic, ensureTopics, poolTopicSpecs, statusTopicSpec, STATUS_TOPIC, MAX_RECORD_BYTES, type TopicSpec } from "./topics.ts";
 export { isLaneName, jobsTopic, laneFromName, laneName, LANE_NAMES, SERVED_LANES, servedLane, type LaneName, type ServedLane } from "./lanes.ts";
 export { encodeEnvelope, decodeEnvelope, encodeResult, decodeResult, encodeCancel, decodeCancel, encodeStatus, decodeStatus, RecordDecodeError } from "./codec.ts";
@@ -12,5 +14,6 @@ export { loadCatalog, CatalogError, parseByteSize, type Catalog, type CatalogMod
 export { readModelDir, ModelLoadError, type ModelSpec, type ModelTask } from "./model-manifest.ts";
 export { Attr, SpanName } from "./telemetry/attributes.ts";
 export { startTracing, shoalTracer, traceHeaders, contextFromHeaders, type Tracing } from "./telemetry/tracing.ts";
+export { startProcessSpan, startSendSpan, type ConsumedRecord } from "./telemetry/kafka-spans.ts";
 export { createMetricsRegistry, Counter, Gauge, Histogram, type Registry } from "./telemetry/metrics.ts";
 export { createKafkaProbe, type KafkaProbe } from "./telemetry/kafka-probe.ts";

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { isLaneName, type LaneName } from "@shoal/common";
+import { isJsonObject, isLaneName, type LaneName } from "@shoal/common";
 
 /** A request rate: a token bucket refilled at `perSecond`, holding at most `burst`. */
 export interface RateSpec {
@@ -33,10 +33,6 @@ const FIELDS = new Set(["tenant", "key", "sha256", "models", "lane", "requestsPe
 /** SHA-256 of an API key, the form in which keys are stored and compared. */
 export function hashApiKey(key: string): Buffer {
   return createHash("sha256").update(key, "utf8").digest();
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /**
@@ -152,7 +148,7 @@ export function parseApiKeysEnv(raw: string, problems: string[], name = "SHOAL_A
  * `{ keys: [{ tenant, key | sha256, models, lane, requestsPerSecond, burst, tokensPerSecond, tokenBurst }] }`.
  */
 export function parseApiKeysDocument(doc: unknown, source: string, problems: string[]): ApiKeySpec[] {
-  if (!isRecord(doc) || !Array.isArray(doc["keys"])) {
+  if (!isJsonObject(doc) || !Array.isArray(doc["keys"])) {
     problems.push(`${source}: expected a mapping with a 'keys' list`);
     return [];
   }
@@ -162,7 +158,7 @@ export function parseApiKeysDocument(doc: unknown, source: string, problems: str
   const specs: ApiKeySpec[] = [];
   keys.forEach((entry, i) => {
     const where = `${source}: keys[${i}]`;
-    if (!isRecord(entry)) {
+    if (!isJsonObject(entry)) {
       problems.push(`${where}: expected a mapping`);
       return;
     }

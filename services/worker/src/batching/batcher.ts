@@ -40,9 +40,12 @@ export interface BatcherOptions {
   readonly batchLaneAgingMs: number;
 }
 
+/** A batch's token budget unless the catalog or SHOAL_BATCH_MAX_TOKENS sets one. */
+export const DEFAULT_BATCH_MAX_TOKENS = 2_048;
+
 export const defaultBatcherOptions: BatcherOptions = {
   policy: "token-budget",
-  maxBatchTokens: 4_096,
+  maxBatchTokens: DEFAULT_BATCH_MAX_TOKENS,
   maxBatchItems: 128,
   maxWaitMs: 0,
   concurrency: 1,
