@@ -1,6 +1,4 @@
-import type http from "node:http";
 import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { closeGracefully, listenOn } from "@shoal/common";
 import type { DualServer } from "./dual-server.ts";

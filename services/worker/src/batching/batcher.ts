@@ -65,7 +65,7 @@ export type CloseReason = "full" | "max-wait" | "drain" | "deadline";
  */
 export class Batcher<T extends BatchItem> {
   private interactive: T[] = [];
-  private batch: T[] = [];
+  private batchLane: T[] = [];
   private pendingTokens = 0;
   private running = 0;
   /** Running batches that hold batch-lane items. */
@@ -84,7 +84,7 @@ export class Batcher<T extends BatchItem> {
   ) {}
 
   get size(): { items: number; tokens: number; running: number } {
-    return { items: this.interactive.length + this.batch.length, tokens: this.pendingTokens, running: this.running };
+    return { items: this.interactive.length + this.batchLane.length, tokens: this.pendingTokens, running: this.running };
   }
 
   /**
@@ -94,7 +94,7 @@ export class Batcher<T extends BatchItem> {
    */
   push(...items: T[]): void {
     for (const item of items) {
-      (item.lane === "batch" ? this.batch : this.interactive).push(item);
+      (item.lane === "batch" ? this.batchLane : this.interactive).push(item);
       this.pendingTokens += item.tokens;
     }
     if (this.closeReason() === "full") this.pump();
@@ -114,14 +114,14 @@ export class Batcher<T extends BatchItem> {
   }
 
   private oldestEnqueuedAt(): number {
-    return Math.min(this.interactive[0]?.enqueuedAtMs ?? Infinity, this.batch[0]?.enqueuedAtMs ?? Infinity);
+    return Math.min(this.interactive[0]?.enqueuedAtMs ?? Infinity, this.batchLane[0]?.enqueuedAtMs ?? Infinity);
   }
 
   /** When the tightest deadline forces the batch to start, given what running it should take. */
   private deadlineDueAt(): number {
     let tightest = Infinity;
     for (const item of this.interactive) tightest = Math.min(tightest, item.deadlineMs);
-    for (const item of this.batch) tightest = Math.min(tightest, item.deadlineMs);
+    for (const item of this.batchLane) tightest = Math.min(tightest, item.deadlineMs);
     const estimatedRunMs = this.msPerToken * Math.min(this.pendingTokens, this.opts.maxBatchTokens);
     return tightest - estimatedRunMs;
   }
@@ -197,11 +197,11 @@ export class Batcher<T extends BatchItem> {
       this.pendingTokens -= tokens;
       return taken;
     }
-    const head = this.batch[0];
+    const head = this.batchLane[0];
     const reserve = head ? budget * this.opts.batchLaneShare : 0;
     const aged = head !== undefined && this.clock.now() - head.enqueuedAtMs >= this.opts.batchLaneAgingMs;
     fill(this.interactive, budget - Math.max(reserve, aged ? Math.min(head.tokens, budget) : 0));
-    fill(this.batch, budget, aged);
+    fill(this.batchLane, budget, aged);
     fill(this.interactive, budget);
     this.pendingTokens -= tokens;
     return taken;
@@ -209,15 +209,15 @@ export class Batcher<T extends BatchItem> {
 
   private dispatch(batch: T[], reason: CloseReason): void {
     this.running += 1;
-    const batchLane = batch.some((i) => i.lane === "batch");
-    if (batchLane) this.runningBatchLane += 1;
+    const holdsBatchLane = batch.some((i) => i.lane === "batch");
+    if (holdsBatchLane) this.runningBatchLane += 1;
     const started = this.clock.now();
     const tokens = batch.reduce((n, i) => n + i.tokens, 0);
     this.run(batch, reason)
       .catch(() => undefined) // the runner answers its own failures; never let one stall the loop
       .finally(() => {
         this.running -= 1;
-        if (batchLane) this.runningBatchLane -= 1;
+        if (holdsBatchLane) this.runningBatchLane -= 1;
         const ended = this.clock.now();
         if (tokens > 0 && ended > started) {
           const sample = (ended - started) / tokens;
