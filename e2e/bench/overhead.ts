@@ -14,6 +14,7 @@
 import { readModelDir } from "@shoal/common/model-manifest";
 import { ensureModel } from "@shoal/models";
 import { VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { DEFAULT_BATCH_MAX_TOKENS } from "@shoal/worker/batching/batcher";
 import { measureRawMixed } from "@shoal/worker/runtime/raw-ceiling";
 import { createTextTokenizer } from "@shoal/worker/runtime/text-tokenizer";
 import { startScratchBroker, type ScratchBroker } from "../../infra/dev/broker.ts";
@@ -23,7 +24,6 @@ import { percentile, raggedRequests } from "./workload.ts";
 
 const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 30);
 const CONCURRENCY = Number(process.env["BENCH_CONCURRENCY"] ?? 16);
-const BATCH_TOKENS = 2_048; // the worker's default SHOAL_BATCH_MAX_TOKENS
 const INTRA_OP = 2;
 // The served worker's layout (default: the ceiling's, 1 thread x 2 intra-op); BENCH_WORKER_THREADS=2
 // BENCH_WORKER_INTRA_OP=1 measures the worker's default on 2 cores against the same ceiling.
@@ -50,7 +50,7 @@ try {
   const batches: number[][] = [];
   let current: number[] = [];
   for (const r of requests.slice(0, 120)) {
-    if (current.length > 0 && current.reduce((a, b) => a + b, 0) + r.tokens.reduce((a, b) => a + b, 0) > BATCH_TOKENS) {
+    if (current.length > 0 && current.reduce((a, b) => a + b, 0) + r.tokens.reduce((a, b) => a + b, 0) > DEFAULT_BATCH_MAX_TOKENS) {
       batches.push(current);
       current = [];
     }

@@ -3,7 +3,7 @@
  * in one run on this machine:
  *  - a seeded stream of requests over 20 catalog models, Zipf s=1.1 (model rank k asked with
  *    probability ∝ 1/k^1.1), arriving open-loop at a fixed rate, each one short text;
- *  - a residency budget for 5 of them; each model is a REAL onnxruntime-node inference pool opened
+ *  - a residency budget for 5 of them; each model is a REAL onnxruntime-node inference thread set opened
  *    from the generated `tiny` model directory (all 20 ids share the directory, each load opens its
  *    own thread and session; unloading closes it);
  *  - the same stream replayed under `lru`, then `pinned-by-traffic`: cold loads per 1,000 requests,
@@ -27,7 +27,7 @@
  */
 import { readModelDir } from "@shoal/common/model-manifest";
 import { ensureModel, mulberry32 } from "@shoal/models";
-import { createInferencePool, type InferencePool } from "@shoal/worker/runtime/inference-pool";
+import { createInferenceThreads, type InferenceThreads } from "@shoal/worker/runtime/inference-threads";
 import { createTextTokenizer } from "@shoal/worker/runtime/text-tokenizer";
 import { systemClock } from "../../services/worker/src/batching/clock.ts";
 import { ManualClock } from "../../services/worker/src/batching/manual-clock.ts";
@@ -148,15 +148,15 @@ log(
     `(${distinct} asked for), budget ${budgetBytes} bytes = ${RESIDENT} × ${modelBytes}, seed ${SEED}`,
 );
 
-async function openPool(): Promise<InferencePool> {
-  return createInferencePool({ spec, intraOpThreads: 1, threads: 1 });
+async function openThreads(): Promise<InferenceThreads> {
+  return createInferenceThreads({ spec, intraOpThreads: 1, threads: 1 });
 }
 
 log("==> warm-up: one load, run and close (so the first policy does not pay for module loading)");
 {
-  const pool = await openPool();
-  await pool.run([{ ids: [texts[0]!] }]);
-  await pool.close();
+  const threads = await openThreads();
+  await threads.run([{ ids: [texts[0]!] }]);
+  await threads.close();
 }
 
 async function live(policy: ResidencyPolicy): Promise<LiveResult> {
@@ -164,12 +164,12 @@ async function live(policy: ResidencyPolicy): Promise<LiveResult> {
   let evictions = 0;
   let maxUsedBytes = 0;
   const coldStartMs: number[] = [];
-  const res: Residency<InferencePool> = new Residency<InferencePool>({
+  const res: Residency<InferenceThreads> = new Residency<InferenceThreads>({
     budgetBytes,
     policy,
     sizeOf: () => modelBytes,
-    load: () => openPool(),
-    unload: (_model, pool) => pool.close(),
+    load: () => openThreads(),
+    unload: (_model, threads) => threads.close(),
     clock: systemClock,
     traffic: TRAFFIC,
     ...(BUSY_WAIT_MS === undefined ? {} : { busyVictimWaitMs: BUSY_WAIT_MS }),

@@ -25,6 +25,9 @@ readonly JAEGER_MODULE_VERSION JAEGER_RELEASE
 # Resolve our own folder so the script works from any cwd and via symlinks.
 SCRIPT_DIR="$(cd -- "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")" && pwd)"
 readonly SCRIPT_DIR
+# die, need, is_port, now_us, elapsed, port_open, pid_cmdline
+# shellcheck source=../lib.sh
+source "$SCRIPT_DIR/../lib.sh"
 readonly CONFIG="$SCRIPT_DIR/config.yaml"
 
 readonly CACHE_ROOT="${SHOAL_CACHE:-$HOME/.cache/shoal}"
@@ -39,8 +42,6 @@ readonly BUILD_LOG="$BIN_DIR/build.log"
 JAEGER_QUERY_PORT="${JAEGER_QUERY_PORT:-16686}"
 JAEGER_OTLP_GRPC_PORT="${JAEGER_OTLP_GRPC_PORT:-4317}"
 JAEGER_OTLP_HTTP_PORT="${JAEGER_OTLP_HTTP_PORT:-4318}"
-# Arithmetic on a non-number would die with a bash error: check first.
-is_port() { [[ $1 =~ ^[0-9]+$ ]] && ((1 <= 10#$1 && 10#$1 <= 65535)); }
 is_port "$JAEGER_QUERY_PORT" ||
   { echo "jaeger: JAEGER_QUERY_PORT must be a port number, got '$JAEGER_QUERY_PORT'" >&2; exit 1; }
 JAEGER_QUERY_GRPC_PORT="${JAEGER_QUERY_GRPC_PORT:-$((JAEGER_QUERY_PORT - 1))}"
@@ -69,11 +70,6 @@ readonly PORTS_FILE="$JAEGER_DATA_DIR/ports.env" # the ports the running instanc
 readonly LOG_ROTATE_BYTES=$((20 * 1024 * 1024))
 
 log() { printf 'jaeger:%s: %s\n' "$JAEGER_QUERY_PORT" "$*" >&2; }
-die() {
-  log "error: $*"
-  exit 1
-}
-need() { command -v "$1" >/dev/null 2>&1 || die "'$1' not found on PATH ($2)"; }
 
 readonly ALL_PORT_VARS=(JAEGER_QUERY_PORT JAEGER_QUERY_GRPC_PORT JAEGER_OTLP_GRPC_PORT
   JAEGER_OTLP_HTTP_PORT JAEGER_HEALTH_PORT JAEGER_METRICS_PORT)
@@ -100,27 +96,9 @@ check_settings() {
 }
 check_settings
 
-# Wall-clock microseconds now; $SECONDS only ticks whole seconds.
-now_us() { printf '%s\n' "${EPOCHREALTIME//[!0-9]/}"; }
-# Seconds with one decimal since $1 (a now_us value).
-elapsed() { awk -v a="$1" -v b="$(now_us)" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'; }
-
-# True if something accepts TCP connections on 127.0.0.1:$1 (pure bash, bounded).
-# shellcheck disable=SC2016 # $1 is for the inner bash
-port_open() { timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null; }
-
 # HTTP status code of a request (000 if nothing answered). Bounded: never hangs.
 # --noproxy: an http_proxy in the environment must not swallow 127.0.0.1.
 http_code() { curl -s -o /dev/null -w '%{http_code}' --noproxy '*' --max-time 3 "$@" 2>/dev/null || true; }
-
-# Command line of a pid, NULs turned into spaces ('' if it is gone).
-pid_cmdline() {
-  if [[ -r /proc/$1/cmdline ]]; then
-    tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null || true
-  else
-    ps -ww -o args= -p "$1" 2>/dev/null || true
-  fi
-}
 
 # Prints the pid and succeeds if the pid file names a live jaeger started by
 # this script for THIS run dir, so a reused pid is never signalled. The run

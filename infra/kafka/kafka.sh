@@ -18,6 +18,9 @@ readonly KAFKA_VERSION=3.9.1 # keep in step with <kafka.version> in pom.xml
 # Resolve our own folder so the script works from any cwd and via symlinks.
 SCRIPT_DIR="$(cd -- "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")" && pwd)"
 readonly SCRIPT_DIR
+# die, need, is_port, now_us, elapsed, port_open, pid_cmdline
+# shellcheck source=../lib.sh
+source "$SCRIPT_DIR/../lib.sh"
 
 readonly CACHE_ROOT="${SHOAL_CACHE:-$HOME/.cache/shoal}"
 # The jar cache is shared by every broker and keyed by version.
@@ -58,13 +61,7 @@ readonly SERVER_LOG="$KAFKA_DATA_DIR/server.log"  # log4j (see log4j.properties)
 readonly META_FILE="$KAFKA_DATA_DIR/logs/meta.properties"
 
 log() { printf 'kafka:%s: %s\n' "$KAFKA_PORT" "$*" >&2; }
-die() {
-  log "error: $*"
-  exit 1
-}
-need() { command -v "$1" >/dev/null 2>&1 || die "'$1' not found on PATH ($2)"; }
 
-is_port() { [[ $1 =~ ^[0-9]+$ ]] && ((1 <= $1 && $1 <= 65535)); }
 is_port "$KAFKA_PORT" || die "KAFKA_PORT must be a port number, got '$KAFKA_PORT'"
 is_port "$KAFKA_CONTROLLER_PORT" || die "KAFKA_CONTROLLER_PORT must be a port number, got '$KAFKA_CONTROLLER_PORT'"
 [[ $KAFKA_PORT != "$KAFKA_CONTROLLER_PORT" ]] || die "KAFKA_PORT and KAFKA_CONTROLLER_PORT must differ"
@@ -91,26 +88,6 @@ if ! [[ $KAFKA_MIN_ISR =~ ^[1-9][0-9]*$ ]] || ((KAFKA_MIN_ISR > KAFKA_REPLICATIO
 fi
 unset _voters
 readonly KAFKA_REPLICATION_FACTOR KAFKA_MIN_ISR
-
-# Wall-clock microseconds now ($EPOCHREALTIME without its locale-dependent
-# decimal separator); $SECONDS only ticks whole seconds, too coarse for a 3 s wait.
-now_us() { printf '%s\n' "${EPOCHREALTIME//[!0-9]/}"; }
-# Seconds with one decimal since $1 (a now_us value).
-elapsed() { awk -v a="$1" -v b="$(now_us)" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'; }
-
-# True if something accepts TCP connections on 127.0.0.1:$1. Pure bash
-# (/dev/tcp), bounded by timeout so a black-holed port cannot hang us.
-# shellcheck disable=SC2016 # $1 is for the inner bash
-port_open() { timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null; }
-
-# Command line of a pid, NULs turned into spaces ('' if it is gone).
-pid_cmdline() {
-  if [[ -r /proc/$1/cmdline ]]; then
-    tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null || true
-  else
-    ps -ww -o args= -p "$1" 2>/dev/null || true
-  fi
-}
 
 # Prints the broker pid and succeeds if the pid file names a live kafka.Kafka
 # JVM started with THIS data dir's server.properties. The command-line check

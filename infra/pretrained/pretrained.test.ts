@@ -1,6 +1,6 @@
 /**
  * Shoal serves all-MiniLM-L6-v2 correctly: the exported ONNX model, run the way a worker runs it
- * (its tokenizer, inference pool and normalisation), gives the vectors of the reference
+ * (its tokenizer, inference threads and normalisation), gives the vectors of the reference
  * implementation, sentence-transformers on CPU, for a fixed set of sentences (sentences.json).
  *
  * The first run builds the Python environment (about 3 minutes, 2.8 GB of wheels from PyPI) and
@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { readModelDir, type ModelSpec } from '../../services/common/src/model-manifest.ts';
-import { createInferencePool, type InferencePool } from '../../services/worker/src/runtime/inference-pool.ts';
+import { createInferenceThreads, type InferenceThreads } from '../../services/worker/src/runtime/inference-threads.ts';
 import { l2normalize } from '../../services/worker/src/runtime/l2-normalize.ts';
 import { createTextTokenizer, type TextTokenizer } from '../../services/worker/src/runtime/text-tokenizer.ts';
 import { ensurePretrained, PRETRAINED_MODEL_ID, writeReferenceEmbeddings } from '../models/src/pretrained.ts';
@@ -58,7 +58,7 @@ describe('pretrained all-MiniLM-L6-v2 matches sentence-transformers', { skip }, 
   let reference: Reference;
   let spec: ModelSpec;
   let tokenizer: TextTokenizer;
-  let pool: InferencePool;
+  let threads: InferenceThreads;
 
   before(async () => {
     const t0 = performance.now();
@@ -70,12 +70,12 @@ describe('pretrained all-MiniLM-L6-v2 matches sentence-transformers', { skip }, 
     reference = JSON.parse(await readFile(refFile, 'utf8')) as Reference;
     spec = await readModelDir(dir);
     tokenizer = await createTextTokenizer(spec);
-    pool = await createInferencePool({ spec, intraOpThreads: 2 });
+    threads = await createInferenceThreads({ spec, intraOpThreads: 2 });
     log(`pretrained model and reference ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   }, { timeout: 30 * 60_000 });
 
   after(async () => {
-    await pool?.close();
+    await threads?.close();
     if (work) await rm(work, { recursive: true, force: true });
   });
 
@@ -100,10 +100,10 @@ describe('pretrained all-MiniLM-L6-v2 matches sentence-transformers', { skip }, 
     assert.ok(reference.inputIds.some((ids) => ids.length === 256), 'the set should include a truncated text');
   });
 
-  /** Shoal's normalised vectors for the set, as `groups` (index lists) of one pool run. */
+  /** Shoal's normalised vectors for the set, as `groups` (index lists) of one run. */
   async function embed(groups: readonly (readonly number[])[]): Promise<Float32Array[]> {
     const encoded = set.sentences.map((s) => tokenizer.encode(s, { truncate: true }).ids);
-    const out = await pool.run(groups.map((g) => ({ ids: g.map((i) => encoded[i]!) })));
+    const out = await threads.run(groups.map((g) => ({ ids: g.map((i) => encoded[i]!) })));
     l2normalize(out.vectors, spec.dimensions);
     const order = groups.flat();
     const vectors = new Array<Float32Array>(set.sentences.length);

@@ -5,7 +5,7 @@ import { InferenceService, VectorEncoding } from "@shoal/gen/shoal/v1/inference_
 import { ModelService, type Model } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { embedCorpus, type CorpusOptions, type CorpusResult } from "./corpus.ts";
 import { DEFAULT_RETRY_POLICY, withRetries, type RetryInfo, type RetryPolicy } from "./retry.ts";
-import { decodeFloat32Le } from "./vectors.ts";
+import { decodeFloat32Le } from "@shoal/common/vectors";
 
 /** Wire protocol to the gateway; all three are served on the gateway's one port. */
 export type Protocol = "connect" | "grpc" | "grpc-web";

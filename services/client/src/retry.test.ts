@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { backoffMs, DEFAULT_RETRY_POLICY, retryAfterMs } from "./retry.ts";
-import { decodeFloat32Le } from "./vectors.ts";
+import { decodeFloat32Le } from "./index.ts";
 
 test("backoff grows exponentially to its cap, with full jitter", () => {
   const policy = { ...DEFAULT_RETRY_POLICY, initialBackoffMs: 100, maxBackoffMs: 1_000, multiplier: 2 };

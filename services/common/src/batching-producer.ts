@@ -15,7 +15,6 @@ export interface BatchingProducer {
   send(topic: string, message: Message): Promise<void>;
   /** Waits for queued records, then disconnects. Idempotent. */
   disconnect(): Promise<void>;
-  readonly connected: boolean;
 }
 
 /** Thrown by `send` when the producer is not connected (not started, or stopping). */
@@ -123,9 +122,6 @@ export function createBatchingProducer(
   }
 
   return {
-    get connected() {
-      return connected;
-    },
     async connect() {
       await producer.connect();
       connected = true;

@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import bytes from "bytes";
 import { parse as parseYaml } from "yaml";
+import { isJsonObject } from "./json.ts";
 import { readModelDir, type ModelSpec } from "./model-manifest.ts";
 
 /** A pool of workers: one consumer group over its own jobs topics. */
@@ -51,7 +52,7 @@ const NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
 function parseBatching(raw: unknown, where: string, problems: string[]): ModelBatching {
   if (raw === undefined) return Object.freeze({});
-  if (!isRecord(raw)) {
+  if (!isJsonObject(raw)) {
     problems.push(`${where}: expected a mapping`);
     return Object.freeze({});
   }
@@ -85,10 +86,6 @@ export function parseByteSize(value: unknown): number | null {
   return n !== null && Number.isFinite(n) && n > 0 ? Math.round(n) : null;
 }
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 /**
  * Loads and validates a YAML model catalog:
  *
@@ -118,16 +115,16 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
   } catch (err) {
     throw new CatalogError([`${file}: ${(err as Error).message}`]);
   }
-  if (!isRecord(doc)) throw new CatalogError([`${file}: expected a mapping with 'models'`]);
+  if (!isJsonObject(doc)) throw new CatalogError([`${file}: expected a mapping with 'models'`]);
 
   const pools = new Map<string, PoolSpec>();
   const rawPools = doc["pools"] ?? { [DEFAULT_POOL]: {} };
-  if (!isRecord(rawPools)) problems.push(`${file}: pools: expected a mapping`);
+  if (!isJsonObject(rawPools)) problems.push(`${file}: pools: expected a mapping`);
   else {
     for (const [name, raw] of Object.entries(rawPools)) {
       const where = `${file}: pools.${name}`;
       if (!NAME.test(name)) problems.push(`${where}: name must match ${NAME}`);
-      const partitions = isRecord(raw) ? (raw["partitions"] ?? DEFAULT_PARTITIONS) : DEFAULT_PARTITIONS;
+      const partitions = isJsonObject(raw) ? (raw["partitions"] ?? DEFAULT_PARTITIONS) : DEFAULT_PARTITIONS;
       if (!Number.isInteger(partitions) || (partitions as number) < 1 || (partitions as number) > 1024) {
         problems.push(`${where}.partitions: expected an integer in 1..1024`);
       }
@@ -143,7 +140,7 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
     const loaded = await Promise.all(
       rawModels.map(async (raw: unknown, i: number) => {
         const where = `${file}: models[${i}]`;
-        if (!isRecord(raw)) return void problems.push(`${where}: expected a mapping`);
+        if (!isJsonObject(raw)) return void problems.push(`${where}: expected a mapping`);
         if (typeof raw["path"] !== "string") return void problems.push(`${where}.path: required string`);
         const dir = resolve(dirname(file), expand(raw["path"], env, problems, `${where}.path`));
         const pool = raw["pool"] ?? DEFAULT_POOL;

@@ -6,6 +6,7 @@
  */
 import { readFile, stat } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve } from 'node:path';
+import { isJsonObject, type JsonObject } from './json.ts';
 import { ModelLoadError } from './model-load-error.ts';
 
 export { ModelLoadError };
@@ -121,11 +122,7 @@ export interface ClassifyModelSpec extends ModelSpecBase {
  */
 export type ModelSpec = EmbedModelSpec | RerankModelSpec | ClassifyModelSpec;
 
-type Json = Record<string, unknown>;
-
-function isObject(v: unknown): v is Json {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+type Json = JsonObject;
 
 function describe(v: unknown): string {
   if (v === undefined) return 'missing';
@@ -191,7 +188,7 @@ class FieldReader {
 
   object(obj: Json, key: string, field: string): Json {
     const v = obj[key];
-    if (isObject(v)) return v;
+    if (isJsonObject(v)) return v;
     this.problems.push(`${field}: must be an object (${describe(v)})`);
     return {};
   }
@@ -237,8 +234,8 @@ type TaskFields =
  */
 export function validateManifest(dir: string, raw: unknown): { spec: ModelSpec; problems: string[] } {
   const r = new FieldReader();
-  const m: Json = isObject(raw) ? raw : {};
-  if (!isObject(raw)) r.problems.push(`manifest: must be a JSON object (${describe(raw)})`);
+  const m: Json = isJsonObject(raw) ? raw : {};
+  if (!isJsonObject(raw)) r.problems.push(`manifest: must be a JSON object (${describe(raw)})`);
 
   if (m.formatVersion !== SUPPORTED_FORMAT_VERSION) {
     r.problems.push(`formatVersion: must be ${SUPPORTED_FORMAT_VERSION} (${describe(m.formatVersion)})`);
@@ -252,10 +249,10 @@ export function validateManifest(dir: string, raw: unknown): { spec: ModelSpec; 
   const fields = taskFields(r, m, task, dimensions);
 
   const onnx = r.object(m, 'onnx', 'onnx');
-  const modelPath = isObject(m.onnx) ? r.relativeFile(dir, onnx, 'file', 'onnx.file') : '';
-  const outputName = isObject(m.onnx) ? r.string(onnx, 'output', 'onnx.output') : '';
-  const inputs = isObject(m.onnx) ? r.object(onnx, 'inputs', 'onnx.inputs') : {};
-  const hasInputs = isObject(onnx.inputs);
+  const modelPath = isJsonObject(m.onnx) ? r.relativeFile(dir, onnx, 'file', 'onnx.file') : '';
+  const outputName = isJsonObject(m.onnx) ? r.string(onnx, 'output', 'onnx.output') : '';
+  const inputs = isJsonObject(m.onnx) ? r.object(onnx, 'inputs', 'onnx.inputs') : {};
+  const hasInputs = isJsonObject(onnx.inputs);
   const inputNames: ModelInputNames = {
     inputIds: hasInputs ? r.string(inputs, 'inputIds', 'onnx.inputs.inputIds') : '',
     attentionMask: hasInputs ? r.string(inputs, 'attentionMask', 'onnx.inputs.attentionMask') : '',

@@ -1,18 +1,5 @@
 import type { Admin, ITopicConfig } from "kafkajs";
-import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
-
-/** Lanes that have topics; LANE_UNSPECIFIED is resolved before a job is produced. */
-export type ServedLane = Lane.INTERACTIVE | Lane.BATCH;
-
-const laneNames: Record<ServedLane, string> = {
-  [Lane.INTERACTIVE]: "interactive",
-  [Lane.BATCH]: "batch",
-};
-
-/** Jobs topic of one pool and lane: `shoal.jobs.<pool>.<lane>`. */
-export function jobsTopic(pool: string, lane: ServedLane): string {
-  return `shoal.jobs.${pool}.${laneNames[lane]}`;
-}
+import { jobsTopic, SERVED_LANES } from "./lanes.ts";
 
 /** Cancel topic of one pool: `shoal.cancel.<pool>`, read by every worker of the pool. */
 export function cancelTopic(pool: string): string {
@@ -113,9 +100,8 @@ export const MAX_RECORD_BYTES = 16 * 1024 * 1024;
 
 /** The topics of a pool: a jobs topic per lane and its retry topic (the pool's partition count), its dead-letter and cancel topics. */
 export function poolTopicSpecs(pool: { name: string; partitions: number }): TopicSpec[] {
-  const lanes: ServedLane[] = [Lane.INTERACTIVE, Lane.BATCH];
   return [
-    ...lanes.map((lane) => ({
+    ...SERVED_LANES.map((lane) => ({
       topic: jobsTopic(pool.name, lane),
       partitions: pool.partitions,
       config: { "max.message.bytes": String(MAX_RECORD_BYTES) },

@@ -1,4 +1,4 @@
-import type { LaneName } from "./lanes.ts";
+import type { LaneName } from "@shoal/common";
 
 /** Limits of one lane, in estimated tokens. */
 export interface LaneLimits {

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { LaneName } from "./lanes.ts";
+import { isJsonObject, isLaneName, type LaneName } from "@shoal/common";
 
 /** A request rate: a token bucket refilled at `perSecond`, holding at most `burst`. */
 export interface RateSpec {
@@ -35,10 +35,6 @@ export function hashApiKey(key: string): Buffer {
   return createHash("sha256").update(key, "utf8").digest();
 }
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 /**
  * Checks one key's fields (from the file, or split out of the compact env form, where every value
  * is a string) and builds its spec; problems go to `problems`, each naming `where` but never the key.
@@ -71,7 +67,7 @@ function toSpec(fields: Record<string, unknown>, where: string, problems: string
   }
 
   const lane = fields["lane"] ?? "interactive";
-  if (lane !== "interactive" && lane !== "batch") problems.push(`${where}.lane: expected interactive or batch`);
+  if (!isLaneName(lane)) problems.push(`${where}.lane: expected interactive or batch`);
 
   const requests = rate(fields, "requestsPerSecond", "burst", where, problems);
   const tokens = rate(fields, "tokensPerSecond", "tokenBurst", where, problems);
@@ -152,7 +148,7 @@ export function parseApiKeysEnv(raw: string, problems: string[], name = "SHOAL_A
  * `{ keys: [{ tenant, key | sha256, models, lane, requestsPerSecond, burst, tokensPerSecond, tokenBurst }] }`.
  */
 export function parseApiKeysDocument(doc: unknown, source: string, problems: string[]): ApiKeySpec[] {
-  if (!isRecord(doc) || !Array.isArray(doc["keys"])) {
+  if (!isJsonObject(doc) || !Array.isArray(doc["keys"])) {
     problems.push(`${source}: expected a mapping with a 'keys' list`);
     return [];
   }
@@ -162,7 +158,7 @@ export function parseApiKeysDocument(doc: unknown, source: string, problems: str
   const specs: ApiKeySpec[] = [];
   keys.forEach((entry, i) => {
     const where = `${source}: keys[${i}]`;
-    if (!isRecord(entry)) {
+    if (!isJsonObject(entry)) {
       problems.push(`${where}: expected a mapping`);
       return;
     }

@@ -4,7 +4,7 @@ import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { Health } from "@shoal/gen/grpc/health/v1/health_pb.ts";
 import * as reflectionV1 from "@shoal/gen/grpc/reflection/v1/reflection_pb.ts";
 import * as reflectionV1alpha from "@shoal/gen/grpc/reflection/v1alpha/reflection_pb.ts";
-import type { ServedLane } from "@shoal/common";
+import { laneFromName, type ServedLane } from "@shoal/common";
 import { BEARER_TOKEN, hashApiKey, type ApiKeySpec, type RateSpec } from "./api-keys.ts";
 import { echo, PermissionDeniedError, RateLimitedError, UnauthenticatedError } from "./errors.ts";
 import { TokenBucket } from "./token-bucket.ts";
@@ -37,7 +37,7 @@ class KeyPrincipal implements Principal {
     private readonly spec: ApiKeySpec,
     now: () => number,
   ) {
-    this.lane = spec.lane === "batch" ? Lane.BATCH : Lane.INTERACTIVE;
+    this.lane = laneFromName(spec.lane) ?? Lane.INTERACTIVE;
     this.models = spec.models === "*" ? undefined : new Set(spec.models);
     this.requestBucket = spec.requests && new TokenBucket(spec.requests.perSecond, spec.requests.burst, now);
     this.tokenBucket = spec.tokens && new TokenBucket(spec.tokens.perSecond, spec.tokens.burst, now);

@@ -2,9 +2,8 @@ import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { ClusterService, GetClusterResponseSchema } from "@shoal/gen/shoal/v1/cluster_pb.ts";
+import { laneFromName } from "@shoal/common";
 import type { ClusterState } from "./cluster-state.ts";
-
-const lanes: Record<string, Lane> = { interactive: Lane.INTERACTIVE, batch: Lane.BATCH };
 
 /**
  * ClusterService: the live workers (their resident models, memory and load) and the lag of every
@@ -19,7 +18,7 @@ export function createClusterService(state: ClusterState, lag: () => ReadonlyMap
         workers: state.workers(now),
         lanes: [...lag()].map(([key, records]) => {
           const [pool = "", lane = ""] = key.split("/");
-          return { pool, lane: lanes[lane] ?? Lane.UNSPECIFIED, records: BigInt(records) };
+          return { pool, lane: laneFromName(lane) ?? Lane.UNSPECIFIED, records: BigInt(records) };
         }),
         observedUnixMs: BigInt(now),
       });

@@ -1,7 +1,5 @@
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
-import type http from "node:http";
-import type http2 from "node:http2";
 import { extname, resolve, sep } from "node:path";
 import { type Req, type Res, writeHead } from "./http-types.ts";
 

@@ -1,5 +1,3 @@
-import type http from "node:http";
-import type http2 from "node:http2";
 import { cors as connectCors } from "@connectrpc/connect";
 import { type Req, type Res, writeHead } from "./http-types.ts";
 

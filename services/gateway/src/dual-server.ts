@@ -1,6 +1,7 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net, { type AddressInfo, type Socket } from "node:net";
+import { closeGracefully, listenOn } from "@shoal/common";
 
 import type { Handler } from "./http-types.ts";
 
@@ -48,27 +49,8 @@ export function createDualServer(handler: Handler, opts: { maxHeaderBytes?: numb
   });
 
   return {
-    listen(port, host) {
-      return new Promise((resolve, reject) => {
-        tcp.once("error", reject);
-        tcp.listen(port, host, () => {
-          tcp.off("error", reject);
-          resolve(tcp.address() as AddressInfo);
-        });
-      });
-    },
-    async close() {
-      const closed = new Promise<void>((resolve) => tcp.close(() => resolve()));
-      for (const session of h2Sessions) session.close();
-      h1.closeIdleConnections();
-      // Requests still open get a short grace; then the sockets are cut.
-      const deadline = Date.now() + 2_000;
-      while (sockets.size > 0 && Date.now() < deadline) {
-        h1.closeIdleConnections();
-        await new Promise((r) => setTimeout(r, 20));
-      }
-      for (const socket of sockets) socket.destroy();
-      await closed;
-    },
+    listen: (port, host) => listenOn(tcp, port, host),
+    // Requests still open get a short grace; then the sockets are cut.
+    close: () => closeGracefully({ server: tcp, sockets, sessions: h2Sessions, cutIdle: () => h1.closeIdleConnections() }),
   };
 }

@@ -1,5 +1,5 @@
 import type { EmbedRequest } from "@shoal/gen/shoal/v1/inference_pb.ts";
-import type { CatalogModel } from "@shoal/common";
+import type { CatalogModel, ModelTask } from "@shoal/common";
 import { InvalidRequestError, ModelNotFoundError } from "./errors.ts";
 
 /** Limits a gateway enforces before anything reaches the queue. */
@@ -7,9 +7,6 @@ export interface RequestLimits {
   readonly maxInputsPerRequest: number;
   readonly maxInputChars: number;
 }
-
-/** What a catalog model computes: `embed`, `rerank` or `classify`. */
-export type ModelTask = CatalogModel["spec"]["task"];
 
 /** How messages name a task's models, and the RPC that serves them. */
 const TASKS: Record<ModelTask, { readonly noun: string; readonly rpc: string }> = {

@@ -8,7 +8,6 @@ export interface GatewayMetrics {
   readonly inFlight: Gauge;
   readonly admissionRejections: Counter<"lane" | "reason">;
   readonly resultsDropped: Counter;
-  readonly tokens: Counter<"model">;
 }
 
 /** @param inFlight read at scrape time: calls waiting for a result */
@@ -48,6 +47,5 @@ export function createGatewayMetrics(inFlight: () => number): GatewayMetrics {
       help: "Results nobody waited for (duplicates, or the caller left)",
       registers: [registry],
     }),
-    tokens: new Counter({ name: "shoal_gateway_tokens_total", help: "Prompt tokens served", labelNames: ["model"], registers: [registry] }),
   };
 }

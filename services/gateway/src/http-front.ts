@@ -1,4 +1,3 @@
-import type http from "node:http";
 import http2 from "node:http2";
 import { isConsolePath } from "./console-static.ts";
 import type { Cors } from "./cors.ts";

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
+import { context, SpanStatusCode, trace } from "@opentelemetry/api";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
@@ -9,15 +9,17 @@ import {
   encodeCancel,
   encodeEnvelope,
   jobsTopic,
-  shoalTracer,
+  laneName,
+  servedLane,
+  startSendSpan,
   traceHeaders,
   vectorsToBytes,
   type Catalog,
   type CatalogModel,
+  type LaneName,
   type ServedLane,
 } from "@shoal/common";
 import { estimateTokens, type Admission } from "./admission.ts";
-import { laneName, servedLane, type LaneName } from "./lanes.ts";
 import { principalKey } from "./auth.ts";
 import type { Lane, TimingSchema } from "@shoal/gen/shoal/v1/common_pb.ts";
 import {
@@ -104,17 +106,7 @@ async function enqueueAndWait(
   const jobId = randomUUID();
   const result = deps.pending.register(jobId, deadlineUnixMs, ctx.signal, now);
   const { topic, value } = build(jobId, deadlineUnixMs, now);
-  const span = shoalTracer().startSpan(`send ${topic}`, {
-    kind: SpanKind.PRODUCER,
-    attributes: {
-      [Attr.MESSAGING_SYSTEM]: "kafka",
-      [Attr.MESSAGING_DESTINATION]: topic,
-      [Attr.MESSAGING_OPERATION_TYPE]: "send",
-      [Attr.MESSAGING_OPERATION_NAME]: "send",
-      [Attr.MESSAGING_MESSAGE_ID]: jobId,
-      [Attr.JOB_ID]: jobId,
-    },
-  });
+  const span = startSendSpan(topic, { [Attr.MESSAGING_MESSAGE_ID]: jobId, [Attr.JOB_ID]: jobId });
   const headers = traceHeaders(trace.setSpan(context.active(), span));
   deps.producer.send(topic, { key: jobId, value: Buffer.from(value.buffer, value.byteOffset, value.byteLength), headers }).then(
     () => span.end(),

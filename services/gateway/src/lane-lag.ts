@@ -1,8 +1,6 @@
 import type { Admin } from "kafkajs";
-import { jobsTopic, type Logger, type ServedLane } from "@shoal/common";
-import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
+import { jobsTopic, LANE_NAMES, laneName, SERVED_LANES, type LaneName, type Logger, type ServedLane } from "@shoal/common";
 import type { Admission } from "./admission.ts";
-import { laneName, type LaneName } from "./lanes.ts";
 
 /** Watches each lane's consumer lag and feeds it to admission as queued tokens. */
 export interface LaneLagMonitor {
@@ -22,7 +20,6 @@ export function createLaneLagMonitor(
   intervalMs = 1_000,
 ): LaneLagMonitor {
   const log = logger.child({ component: "lane-lag" });
-  const lanes: ServedLane[] = [Lane.INTERACTIVE, Lane.BATCH];
   const tokensPerJob: Record<LaneName, number> = { interactive: 0, batch: 0 };
   const lag = new Map<string, number>();
   let timer: NodeJS.Timeout | undefined;
@@ -48,13 +45,13 @@ export function createLaneLagMonitor(
     try {
       const totals: Record<LaneName, number> = { interactive: 0, batch: 0 };
       for (const pool of pools) {
-        for (const lane of lanes) {
+        for (const lane of SERVED_LANES) {
           const records = await laneLag(pool, lane);
           lag.set(`${pool}/${laneName(lane)}`, records);
           totals[laneName(lane)] += records;
         }
       }
-      for (const name of ["interactive", "batch"] as const) admission.setQueued(name, totals[name] * tokensPerJob[name]);
+      for (const name of LANE_NAMES) admission.setQueued(name, totals[name] * tokensPerJob[name]);
     } catch (err) {
       log.debug({ err }, "lag poll failed (broker unreachable?)");
     } finally {

@@ -1,5 +1,3 @@
-import type http from "node:http";
-import type http2 from "node:http2";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, createHandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { CatalogModel, Logger } from "@shoal/common";

@@ -1,6 +1,4 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import type http from "node:http";
-import type http2 from "node:http2";
 import type { TLSSocket } from "node:tls";
 import { context, propagation, SpanKind, SpanStatusCode, trace, type Span } from "@opentelemetry/api";
 import { Code } from "@connectrpc/connect";

@@ -1,5 +1,5 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
+import { laneName, servedLane } from "@shoal/common";
 import { principalKey } from "./auth.ts";
 import type { GatewayMetrics } from "./gateway-metrics.ts";
 
@@ -23,8 +23,7 @@ export function rpcMetrics(metrics: GatewayMetrics, isKnownModel: (id: string) =
       const method = req.method.name;
       const principal = req.contextValues.get(principalKey);
       // A call that names no lane takes its API key's default lane.
-      const laneField = message?.lane === Lane.UNSPECIFIED ? principal?.lane : message?.lane;
-      const lane = laneField === Lane.BATCH ? "batch" : typeof message?.lane === "number" ? "interactive" : "";
+      const lane = typeof message?.lane === "number" ? laneName(servedLane(message.lane, principal?.lane)) : "";
       metrics.requests.inc({ method, model, lane, code, tenant: principal?.tenant ?? "" });
       metrics.duration.observe({ method, model, code }, (performance.now() - started) / 1000);
     }

@@ -1,7 +1,6 @@
-import type http from "node:http";
 import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import type { TLSSocket } from "node:tls";
+import { closeGracefully, listenOn } from "@shoal/common";
 import type { DualServer } from "./dual-server.ts";
 
 import type { Handler } from "./http-types.ts";
@@ -59,30 +58,16 @@ export function createTlsServer(handler: Handler, tls: TlsMaterial): DualServer 
   server.on("tlsClientError", (_err, socket) => socket.destroy());
 
   return {
-    listen(port, host) {
-      return new Promise((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(port, host, () => {
-          server.off("error", reject);
-          resolve(server.address() as AddressInfo);
-        });
-      });
-    },
-    async close() {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const session of sessions) session.close();
-      // HTTP/1.1 has no GOAWAY: idle connections are cut now, busy ones after a short grace.
-      const cutIdle = (): void => {
-        for (const socket of sockets) if (socket.alpnProtocol !== "h2" && !busy.has(socket)) socket.destroy();
-      };
-      const deadline = Date.now() + 2_000;
-      cutIdle();
-      while (sockets.size > 0 && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 20));
-        cutIdle();
-      }
-      for (const socket of sockets) socket.destroy();
-      await closed;
-    },
+    listen: (port, host) => listenOn(server, port, host),
+    // HTTP/1.1 has no GOAWAY: idle connections are cut now, busy ones after a short grace.
+    close: () =>
+      closeGracefully({
+        server,
+        sockets,
+        sessions,
+        cutIdle() {
+          for (const socket of sockets) if (socket.alpnProtocol !== "h2" && !busy.has(socket)) socket.destroy();
+        },
+      }),
   };
 }

@@ -7,11 +7,11 @@ import {
   loadCatalog,
   poolTopicSpecs,
   retryTopic,
+  SERVED_LANES,
   statusTopicSpec,
   type Catalog,
   type Logger,
 } from "@shoal/common";
-import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { systemClock } from "./batching/clock.ts";
 import { ComputeGate } from "./batching/compute-gate.ts";
 import type { WorkerConfig } from "./config.ts";
@@ -57,7 +57,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   });
   const intake = createGroupIntake(kafka, logger, {
     groupId,
-    topics: [jobsTopic(config.pool, Lane.INTERACTIVE), jobsTopic(config.pool, Lane.BATCH), retryTopic(config.pool)],
+    topics: [...SERVED_LANES.map((lane) => jobsTopic(config.pool, lane)), retryTopic(config.pool)],
     sessionTimeoutMs: config.sessionTimeoutMs,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
     onLag: (topic, partition, lag) => metrics.consumerLag.set({ topic, partition: String(partition) }, lag),

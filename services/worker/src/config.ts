@@ -1,5 +1,6 @@
 import { availableParallelism, hostname, totalmem } from "node:os";
 import { EnvReader, parseByteSize, readKafkaSettings, type KafkaSettings } from "@shoal/common";
+import { DEFAULT_BATCH_MAX_TOKENS } from "./batching/batcher.ts";
 
 /** The worker's whole configuration, validated once at start. */
 export interface WorkerConfig {
@@ -99,7 +100,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     batchPolicy: r.oneOf("SHOAL_BATCH_POLICY", ["token-budget", "fixed-window"] as const, "token-budget"),
     batchLaneSharePercent: r.int("SHOAL_BATCH_LANE_SHARE_PERCENT", 25, { min: 0, max: 100 }),
     batchLaneAgingMs: r.int("SHOAL_BATCH_LANE_AGING_MS", 2_000, { min: 0 }),
-    batchMaxTokens: r.int("SHOAL_BATCH_MAX_TOKENS", 2_048, { min: 16 }),
+    batchMaxTokens: r.int("SHOAL_BATCH_MAX_TOKENS", DEFAULT_BATCH_MAX_TOKENS, { min: 16 }),
     batchMaxItems: r.int("SHOAL_BATCH_MAX_ITEMS", 128, { min: 1 }),
     batchMaxWaitMs: r.int("SHOAL_BATCH_MAX_WAIT_MS", 0, { min: 0 }),
     batchLaneCallTokens: r.int("SHOAL_BATCH_LANE_CALL_TOKENS", 512, { min: 16 }),

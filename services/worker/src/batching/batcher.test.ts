@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { Batcher, defaultBatcherOptions, type BatcherOptions, type BatchItem, type CloseReason, type LaneName } from "./batcher.ts";
+import type { LaneName } from "@shoal/common";
+import { Batcher, defaultBatcherOptions, type BatcherOptions, type BatchItem, type CloseReason } from "./batcher.ts";
 import { ManualClock } from "./manual-clock.ts";
 
 interface Item extends BatchItem {

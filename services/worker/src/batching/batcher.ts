@@ -1,7 +1,5 @@
+import type { LaneName } from "@shoal/common";
 import type { Clock } from "./clock.ts";
-
-/** Scheduling lane of an item (separate Kafka topics upstream). */
-export type LaneName = "interactive" | "batch";
 
 /** Something to batch: its cost in tokens, its lane, when it arrived and when it is due. */
 export interface BatchItem {
@@ -42,9 +40,12 @@ export interface BatcherOptions {
   readonly batchLaneAgingMs: number;
 }
 
+/** A batch's token budget unless the catalog or SHOAL_BATCH_MAX_TOKENS sets one. */
+export const DEFAULT_BATCH_MAX_TOKENS = 2_048;
+
 export const defaultBatcherOptions: BatcherOptions = {
   policy: "token-budget",
-  maxBatchTokens: 4_096,
+  maxBatchTokens: DEFAULT_BATCH_MAX_TOKENS,
   maxBatchItems: 128,
   maxWaitMs: 0,
   concurrency: 1,
@@ -64,7 +65,7 @@ export type CloseReason = "full" | "max-wait" | "drain" | "deadline";
  */
 export class Batcher<T extends BatchItem> {
   private interactive: T[] = [];
-  private batch: T[] = [];
+  private batchLane: T[] = [];
   private pendingTokens = 0;
   private running = 0;
   /** Running batches that hold batch-lane items. */
@@ -83,7 +84,7 @@ export class Batcher<T extends BatchItem> {
   ) {}
 
   get size(): { items: number; tokens: number; running: number } {
-    return { items: this.interactive.length + this.batch.length, tokens: this.pendingTokens, running: this.running };
+    return { items: this.interactive.length + this.batchLane.length, tokens: this.pendingTokens, running: this.running };
   }
 
   /**
@@ -93,7 +94,7 @@ export class Batcher<T extends BatchItem> {
    */
   push(...items: T[]): void {
     for (const item of items) {
-      (item.lane === "batch" ? this.batch : this.interactive).push(item);
+      (item.lane === "batch" ? this.batchLane : this.interactive).push(item);
       this.pendingTokens += item.tokens;
     }
     if (this.closeReason() === "full") this.pump();
@@ -113,14 +114,14 @@ export class Batcher<T extends BatchItem> {
   }
 
   private oldestEnqueuedAt(): number {
-    return Math.min(this.interactive[0]?.enqueuedAtMs ?? Infinity, this.batch[0]?.enqueuedAtMs ?? Infinity);
+    return Math.min(this.interactive[0]?.enqueuedAtMs ?? Infinity, this.batchLane[0]?.enqueuedAtMs ?? Infinity);
   }
 
   /** When the tightest deadline forces the batch to start, given what running it should take. */
   private deadlineDueAt(): number {
     let tightest = Infinity;
     for (const item of this.interactive) tightest = Math.min(tightest, item.deadlineMs);
-    for (const item of this.batch) tightest = Math.min(tightest, item.deadlineMs);
+    for (const item of this.batchLane) tightest = Math.min(tightest, item.deadlineMs);
     const estimatedRunMs = this.msPerToken * Math.min(this.pendingTokens, this.opts.maxBatchTokens);
     return tightest - estimatedRunMs;
   }
@@ -196,11 +197,11 @@ export class Batcher<T extends BatchItem> {
       this.pendingTokens -= tokens;
       return taken;
     }
-    const head = this.batch[0];
+    const head = this.batchLane[0];
     const reserve = head ? budget * this.opts.batchLaneShare : 0;
     const aged = head !== undefined && this.clock.now() - head.enqueuedAtMs >= this.opts.batchLaneAgingMs;
     fill(this.interactive, budget - Math.max(reserve, aged ? Math.min(head.tokens, budget) : 0));
-    fill(this.batch, budget, aged);
+    fill(this.batchLane, budget, aged);
     fill(this.interactive, budget);
     this.pendingTokens -= tokens;
     return taken;
@@ -208,15 +209,15 @@ export class Batcher<T extends BatchItem> {
 
   private dispatch(batch: T[], reason: CloseReason): void {
     this.running += 1;
-    const batchLane = batch.some((i) => i.lane === "batch");
-    if (batchLane) this.runningBatchLane += 1;
+    const holdsBatchLane = batch.some((i) => i.lane === "batch");
+    if (holdsBatchLane) this.runningBatchLane += 1;
     const started = this.clock.now();
     const tokens = batch.reduce((n, i) => n + i.tokens, 0);
     this.run(batch, reason)
       .catch(() => undefined) // the runner answers its own failures; never let one stall the loop
       .finally(() => {
         this.running -= 1;
-        if (batchLane) this.runningBatchLane -= 1;
+        if (holdsBatchLane) this.runningBatchLane -= 1;
         const ended = this.clock.now();
         if (tokens > 0 && ended > started) {
           const sample = (ended - started) / tokens;

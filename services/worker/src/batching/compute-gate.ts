@@ -1,4 +1,4 @@
-import type { LaneName } from "./batcher.ts";
+import type { LaneName } from "@shoal/common";
 import { systemClock, type Clock } from "./clock.ts";
 
 export interface ComputeGateOptions {
@@ -27,7 +27,7 @@ export interface ComputeGateOptions {
  */
 export class ComputeGate {
   private running = 0;
-  private runningBatch = 0;
+  private runningBatchLane = 0;
   private lastInteractiveAt = Number.NEGATIVE_INFINITY;
   private cancelReserveTimer: (() => void) | undefined;
   private readonly lanes: Record<LaneName, RoundRobin> = { interactive: new RoundRobin(), batch: new RoundRobin() };
@@ -63,7 +63,7 @@ export class ComputeGate {
   }
 
   /** Slots the batch lane may hold now. */
-  private batchSlots(): number {
+  private batchLaneSlots(): number {
     return this.clock.now() - this.lastInteractiveAt < this.reserveWindowMs ? this.slots - this.reserve : this.slots;
   }
 
@@ -72,19 +72,19 @@ export class ComputeGate {
       let lane: LaneName = "interactive";
       let start = this.lanes.interactive.shift();
       if (start === undefined && this.lanes.batch.size > 0) {
-        if (this.runningBatch >= this.batchSlots()) return this.armReserveTimer();
+        if (this.runningBatchLane >= this.batchLaneSlots()) return this.armReserveTimer();
         lane = "batch";
         start = this.lanes.batch.shift();
       }
       if (start === undefined) return;
       this.running += 1;
-      if (lane === "batch") this.runningBatch += 1;
+      if (lane === "batch") this.runningBatchLane += 1;
       let released = false;
       start(() => {
         if (released) return;
         released = true;
         this.running -= 1;
-        if (lane === "batch") this.runningBatch -= 1;
+        if (lane === "batch") this.runningBatchLane -= 1;
         this.pump();
       });
     }

@@ -2,11 +2,11 @@
  * Runtime benchmark (prints figures, asserts nothing):
  *   node --import tsx services/worker/src/runtime/bench.ts [--preset mini] [--iterations 10] [--intra-op-threads 2]
  * 1. tokenizer tokens/s on a few thousand English-like sentences;
- * 2. raw session.run() vs the inference pool at batch 32 × seq 128 (the thread hop's cost);
+ * 2. raw session.run() vs the inference threads at batch 32 × seq 128 (the thread hop's cost);
  * 3. the same for ragged batches (32 lengths uniform in 8..128) planned into sub-batches.
  */
 import { parseArgs } from 'node:util';
-import { createInferencePool } from './inference-pool.ts';
+import { createInferenceThreads } from './inference-threads.ts';
 import { readModelDir } from '@shoal/common/model-manifest';
 import { paddingStats, planSubBatches } from './padding-plan.ts';
 import { measureRawMixed, measureRawThroughput } from './raw-ceiling.ts';
@@ -50,28 +50,28 @@ console.log(`model ${spec.id} (${preset}), ${intraOpThreads} intra-op threads, $
   }
 }
 
-// 2. Uniform batch 32 × 128: raw vs pool.
+// 2. Uniform batch 32 × 128: raw vs threads.
 const batch = 32;
 const seqLen = 128;
 const raw = await measureRawThroughput(spec, { batch, seqLen, iterations, intraOpThreads });
-const pool = await createInferencePool({ spec, threads: 1, intraOpThreads });
+const threads = await createInferenceThreads({ spec, threads: 1, intraOpThreads });
 try {
   const seqs = Array.from({ length: batch }, (_, b) => Array.from({ length: seqLen }, (_, i) => 1000 + ((b * 131 + i * 17) % 20000)));
-  await pool.run([{ ids: seqs }]);
+  await threads.run([{ ids: seqs }]);
   let wallMs = 0;
   let threadMs = 0;
   for (let i = 0; i < iterations; i++) {
     const t0 = performance.now();
-    const r = await pool.run([{ ids: seqs }]);
+    const r = await threads.run([{ ids: seqs }]);
     wallMs += performance.now() - t0;
     threadMs += r.inferenceMs;
   }
-  const poolTps = (batch * seqLen * iterations) / (wallMs / 1000);
+  const threadsTps = (batch * seqLen * iterations) / (wallMs / 1000);
   console.log(`batch ${batch} × seq ${seqLen}: raw session.run ${fmt(raw.tokensPerSecond)} tokens/s (${raw.msPerRun.toFixed(1)} ms/run)`);
   console.log(
-    `batch ${batch} × seq ${seqLen}: pool.run ${fmt(poolTps)} tokens/s (${(wallMs / iterations).toFixed(1)} ms/run wall, ` +
+    `batch ${batch} × seq ${seqLen}: threads.run ${fmt(threadsTps)} tokens/s (${(wallMs / iterations).toFixed(1)} ms/run wall, ` +
       `${(threadMs / iterations).toFixed(1)} ms in session.run; hop + packing + pooling ${((wallMs - threadMs) / iterations).toFixed(2)} ms/run) = ` +
-      `${((poolTps / raw.tokensPerSecond) * 100).toFixed(1)}% of raw`,
+      `${((threadsTps / raw.tokensPerSecond) * 100).toFixed(1)}% of raw`,
   );
 
   // 3. Ragged batches, planned into sub-batches.
@@ -89,17 +89,17 @@ try {
     return groups.map((g) => ({ ids: g.map((i) => Array.from({ length: lengths[i]! }, (_, k) => 1000 + ((i * 31 + k * 7) % 20000))) }));
   });
   const useful = lengthsBatches.reduce((n, l) => n + paddingStats(l, planSubBatches(l, opts)).usefulTokens, 0);
-  for (const r of runs) await pool.run(r);
+  for (const r of runs) await threads.run(r);
   let mixedWall = 0;
   let mixedThread = 0;
   for (let i = 0; i < iterations; i++) {
     for (const r of runs) {
       const t0 = performance.now();
-      mixedThread += (await pool.run(r)).inferenceMs;
+      mixedThread += (await threads.run(r)).inferenceMs;
       mixedWall += performance.now() - t0;
     }
   }
-  const poolMixed = (useful * iterations) / (mixedWall / 1000);
+  const threadsMixed = (useful * iterations) / (mixedWall / 1000);
   console.log(
     `ragged 4 × 32 (8..128): raw, one padded call per batch ${fmt(rawPadded.usefulTokensPerSecond)} useful tokens/s ` +
       `(${(rawPadded.usefulFraction * 100).toFixed(0)}% useful)`,
@@ -109,9 +109,9 @@ try {
       `(${(rawMixed.usefulFraction * 100).toFixed(0)}% useful, ${rawMixed.callsPerPass / lengthsBatches.length} calls/batch)`,
   );
   console.log(
-    `ragged 4 × 32 (8..128): pool, planned ${fmt(poolMixed)} useful tokens/s = ${((poolMixed / rawMixed.usefulTokensPerSecond) * 100).toFixed(1)}% of raw planned ` +
+    `ragged 4 × 32 (8..128): threads, planned ${fmt(threadsMixed)} useful tokens/s = ${((threadsMixed / rawMixed.usefulTokensPerSecond) * 100).toFixed(1)}% of raw planned ` +
       `(${(mixedWall / iterations).toFixed(1)} ms/pass wall, ${(mixedThread / iterations).toFixed(1)} in session.run; raw ${rawMixed.msPerPass.toFixed(1)} ms/pass)`,
   );
 } finally {
-  await pool.close();
+  await threads.close();
 }

@@ -1,6 +1,6 @@
 // Test fixture: the real inference thread, except that a run whose first id is 666 666 kills
 // the thread mid-run (as a native abort or OOM would), and one whose first id is 777 777 throws
-// an uncaught error. Used only by inference-pool.test.ts through the pool's `threadEntry`.
+// an uncaught error. Used only by inference-threads.test.ts through the pool's `threadEntry`.
 import { parentPort } from 'node:worker_threads';
 import { register } from 'tsx/esm/api';
 

@@ -26,7 +26,7 @@ export class InputTooLongError extends Error {
  * - `bad-output`: the model's output does not match its manifest (shape, dimensions);
  * - `invalid-input`: the request itself is malformed (empty group, ragged shapes);
  * - `thread-crashed`: the inference thread died while the run was in flight;
- * - `closed`: the pool was closed before the run finished, or no thread is left to run it.
+ * - `closed`: the inference threads were closed before the run finished, or no thread is left to run it.
  */
 export type InferenceErrorReason = 'run-failed' | 'bad-output' | 'invalid-input' | 'thread-crashed' | 'closed';
 

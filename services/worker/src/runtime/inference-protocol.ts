@@ -1,4 +1,4 @@
-/** Messages between the inference pool (parent) and an inference thread. Plain data only. */
+/** Messages between the inference threads' owner (parent) and an inference thread. Plain data only. */
 import type { InferenceErrorReason } from './errors.ts';
 import type { ExecutionProviderChoice, SessionModel, SessionSettings } from './onnx-session.ts';
 import type { PackedGroup } from './packed-group.ts';

@@ -4,14 +4,11 @@
  * without copying.
  */
 
-/** Id written into padded positions ([PAD] is 0 in BERT vocabularies; the mask hides it anyway). */
-export const PAD_ID = 0n;
-
 /** A padded [batch, seqLen] group. */
 export interface PackedGroup {
   readonly batch: number;
   readonly seqLen: number;
-  /** batch × seqLen ids, PAD_ID after each sequence's end. */
+  /** batch × seqLen ids, 0 after each sequence's end ([PAD] in BERT vocabularies; the mask hides it anyway). */
   readonly inputIds: BigInt64Array;
   /** batch × seqLen, 1 for real tokens and 0 for padding. */
   readonly attentionMask: BigInt64Array;
@@ -55,7 +52,6 @@ export function packGroup(sequences: readonly ArrayLike<number>[], typeIds?: rea
       inputIds[row + s] = BigInt(id);
       attentionMask[row + s] = 1n;
     }
-    if (PAD_ID !== 0n) inputIds.fill(PAD_ID, row + seq.length, row + seqLen);
   }
   if (typeIds === undefined) return { batch, seqLen, inputIds, attentionMask };
   const tokenTypeIds = new BigInt64Array(batch * seqLen);

@@ -5,6 +5,8 @@
  * pairs (it gives RoBERTa's second segment type 1; Rust gives every RoBERTa token type 0).
  */
 
+import { isJsonObject, type JsonObject } from '@shoal/common/json';
+
 /** One piece of a pair template: fixed special-token ids, or segment A (query) / B (document). */
 export type PairTemplatePiece =
   | { readonly kind: 'special'; readonly ids: readonly number[]; readonly typeId: number }
@@ -17,11 +19,7 @@ export interface PairTemplate {
   readonly specialCount: number;
 }
 
-type Json = Record<string, unknown>;
-
-function isObject(v: unknown): v is Json {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+type Json = JsonObject;
 
 function isTypeId(v: unknown): v is number {
   // Stored per token in a Uint8Array; real vocabularies have 1 or 2 types.
@@ -57,19 +55,19 @@ function fixedProcessing(p: Json, roberta: boolean): PairTemplate | string {
 /** `TemplateProcessing`: its `pair` list, special tokens resolved through `special_tokens`. */
 function templateProcessing(p: Json): PairTemplate | string {
   if (!Array.isArray(p.pair)) return 'TemplateProcessing has no "pair" template';
-  const specials = isObject(p.special_tokens) ? p.special_tokens : {};
+  const specials = isJsonObject(p.special_tokens) ? p.special_tokens : {};
   const pieces: PairTemplatePiece[] = [];
   const seen = new Set<string>();
   for (const [i, item] of (p.pair as unknown[]).entries()) {
     const where = `TemplateProcessing pair[${i}]`;
-    if (isObject(item) && isObject(item.SpecialToken)) {
+    if (isJsonObject(item) && isJsonObject(item.SpecialToken)) {
       const { id, type_id: typeId } = item.SpecialToken;
       const entry = typeof id === 'string' ? specials[id] : undefined;
-      const ids = isObject(entry) ? entry.ids : undefined;
+      const ids = isJsonObject(entry) ? entry.ids : undefined;
       if (!Array.isArray(ids) || ids.length === 0 || !ids.every(isTokenId)) return `${where}: special token ${JSON.stringify(id)} has no ids in special_tokens`;
       if (!isTypeId(typeId)) return `${where}: type_id must be an integer 0..255`;
       pieces.push({ kind: 'special', ids: ids as number[], typeId });
-    } else if (isObject(item) && isObject(item.Sequence)) {
+    } else if (isJsonObject(item) && isJsonObject(item.Sequence)) {
       const { id, type_id: typeId } = item.Sequence;
       if (id !== 'A' && id !== 'B') return `${where}: sequence id must be "A" or "B" (got ${JSON.stringify(id)})`;
       if (!isTypeId(typeId)) return `${where}: type_id must be an integer 0..255`;
@@ -97,7 +95,7 @@ export function readPairTemplate(postProcessor: unknown): PairTemplate | string 
   if (postProcessor === null || postProcessor === undefined) {
     return template([{ kind: 'segment', segment: 'A', typeId: 0 }, { kind: 'segment', segment: 'B', typeId: 1 }]);
   }
-  if (!isObject(postProcessor)) return 'post_processor must be an object or null';
+  if (!isJsonObject(postProcessor)) return 'post_processor must be an object or null';
   switch (postProcessor.type) {
     case 'TemplateProcessing':
       return templateProcessing(postProcessor);
@@ -107,7 +105,7 @@ export function readPairTemplate(postProcessor: unknown): PairTemplate | string 
       return fixedProcessing(postProcessor, true);
     case 'Sequence': {
       const framing = (Array.isArray(postProcessor.processors) ? postProcessor.processors : [])
-        .filter((p: unknown) => !(isObject(p) && p.type === 'ByteLevel'));
+        .filter((p: unknown) => !(isJsonObject(p) && p.type === 'ByteLevel'));
       if (framing.length > 1) return `Sequence post_processor has ${framing.length} processors that add tokens; only one is supported`;
       return readPairTemplate(framing[0] ?? null);
     }

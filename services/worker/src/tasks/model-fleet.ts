@@ -3,7 +3,7 @@ import type { Catalog, CatalogModel, Logger } from "@shoal/common";
 import type { Clock } from "../batching/clock.ts";
 import type { ComputeGate } from "../batching/compute-gate.ts";
 import { Residency, type Lease, type ResidencyEvent } from "../residency/residency.ts";
-import { createInferencePool } from "../runtime/inference-pool.ts";
+import { createInferenceThreads } from "../runtime/inference-threads.ts";
 import { createTextTokenizer } from "../runtime/text-tokenizer.ts";
 import type { WorkerConfig } from "../config.ts";
 import type { WorkerMetrics } from "../telemetry/worker-metrics.ts";
@@ -57,7 +57,7 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
 
   async function load(id: string): Promise<ModelRunner> {
     const model = catalog.models.get(id)!;
-    const inference = await createInferencePool({
+    const inference = await createInferenceThreads({
       spec: model.spec,
       threads: sessions,
       intraOpThreads: config.intraOpThreads,

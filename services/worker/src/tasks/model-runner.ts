@@ -1,11 +1,10 @@
 import { SpanStatusCode, type SpanContext } from "@opentelemetry/api";
-import { Attr, type Logger } from "@shoal/common";
-import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
+import { Attr, laneName, servedLane, type Logger } from "@shoal/common";
 import { JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { Batcher, type BatcherOptions, type CloseReason } from "../batching/batcher.ts";
 import type { Clock } from "../batching/clock.ts";
 import type { ComputeGate } from "../batching/compute-gate.ts";
-import type { InferencePool, RunGroup } from "../runtime/inference-pool.ts";
+import type { InferenceThreads, RunGroup } from "../runtime/inference-threads.ts";
 import type { ModelSpec } from "@shoal/common/model-manifest";
 import { planSubBatches } from "../runtime/padding-plan.ts";
 import type { TextTokenizer } from "../runtime/text-tokenizer.ts";
@@ -42,16 +41,6 @@ export interface BatchRunReport {
   readonly inferenceMs: number;
 }
 
-/** Counters a runner keeps for tests, metrics and benchmarks. */
-export interface RunnerStats {
-  batches: number;
-  itemsComputed: number;
-  usefulTokens: number;
-  paddedTokens: number;
-  jobsExpiredBeforeCompute: number;
-  jobsCancelledBeforeCompute: number;
-}
-
 /**
  * Serves one model on this worker, whatever its task: tokenizes each job's inputs on arrival
  * (texts, or query-document pairs), batches inputs across jobs, runs the model in its inference
@@ -62,12 +51,11 @@ export class ModelRunner {
   /** Batch-lane jobs still being tokenized, and who waits for none to be. */
   private preparing = 0;
   private readonly preparedWaiters: Array<() => void> = [];
-  readonly stats: RunnerStats = { batches: 0, itemsComputed: 0, usefulTokens: 0, paddedTokens: 0, jobsExpiredBeforeCompute: 0, jobsCancelledBeforeCompute: 0 };
 
   constructor(
     readonly spec: ModelSpec,
     private readonly tokenizer: TextTokenizer,
-    private readonly pool: InferencePool,
+    private readonly threads: InferenceThreads,
     private readonly opts: ModelRunnerOptions,
     clock: Clock,
     private readonly logger: Logger,
@@ -85,7 +73,7 @@ export class ModelRunner {
     const deadlineUnix = Number(envelope.deadlineUnixMs);
     const schedule: JobSchedule = {
       enqueuedAtMs: nowMs,
-      lane: envelope.lane === Lane.BATCH ? "batch" : "interactive",
+      lane: laneName(servedLane(envelope.lane)),
       deadlineMs: deadlineUnix > 0 ? nowMs + (deadlineUnix - Date.now()) : Infinity,
     };
     const started = performance.now();
@@ -123,7 +111,7 @@ export class ModelRunner {
 
   /** Releases the model's inference threads (after {@link idle}: queued runs would be rejected). */
   close(): Promise<void> {
-    return this.pool.close();
+    return this.threads.close();
   }
 
   /** Resolves once every submitted text has been computed or skipped. */
@@ -138,12 +126,10 @@ export class ModelRunner {
     const items = batch.filter((item) => {
       if (item.job.done) return false;
       if (this.opts.isCancelled?.(item.job.id)) {
-        this.stats.jobsCancelledBeforeCompute += 1;
         item.job.fail(JobStatus.CANCELLED, "the caller left before the job ran; nothing was computed");
         return false;
       }
       if (item.job.expired(nowUnix)) {
-        this.stats.jobsExpiredBeforeCompute += 1;
         item.job.fail(JobStatus.DEADLINE_EXCEEDED, "deadline passed before the job ran; nothing was computed");
         return false;
       }
@@ -189,10 +175,6 @@ export class ModelRunner {
     batchSpan.setAttributes({ [Attr.BATCH_PADDED_TOKENS]: paddedTokens, [Attr.BATCH_CALLS]: calls });
     batchSpan.end();
     this.opts.onBatch?.({ model: this.spec.id, reason, items: items.length, usefulTokens, paddedTokens, calls, inferenceMs });
-    this.stats.batches += 1;
-    this.stats.itemsComputed += items.length;
-    this.stats.usefulTokens += usefulTokens;
-    this.stats.paddedTokens += paddedTokens;
     this.logger.debug({ model: this.spec.id, items: items.length, calls, reason, ms: inferenceMs }, "batch done");
   }
 
@@ -225,7 +207,7 @@ export class ModelRunner {
     for (const call of calls) {
       const release = await this.opts.gate?.acquire(this.spec.id, lane);
       const startedAtMs = performance.now();
-      const out = await this.pool.run(call.map((g) => this.runGroup(g.map((i) => items[i]!)))).finally(() => release?.());
+      const out = await this.threads.run(call.map((g) => this.runGroup(g.map((i) => items[i]!)))).finally(() => release?.());
       const endedAtMs = performance.now();
       paddedTokens += out.paddedTokens;
       inferenceMs += out.inferenceMs;
@@ -244,7 +226,7 @@ export class ModelRunner {
     return { paddedTokens, inferenceMs, calls: calls.reduce((n, c) => n + c.length, 0) };
   }
 
-  /** One padded group as the pool takes it. Pairs (rerank) carry token types; single texts leave them to the thread (all 0). */
+  /** One padded group as the inference threads take it. Pairs (rerank) carry token types; single texts leave them to the thread (all 0). */
   private runGroup(members: readonly TaskItem[]): RunGroup {
     return members.some((m) => m.typeIds !== undefined)
       ? { ids: members.map((m) => m.ids), typeIds: members.map((m) => m.typeIds ?? new Uint8Array(m.ids.length)) }

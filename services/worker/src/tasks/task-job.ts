@@ -1,6 +1,7 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { JobResultSchema, JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
-import type { BatchItem, LaneName } from "../batching/batcher.ts";
+import type { LaneName } from "@shoal/common";
+import type { BatchItem } from "../batching/batcher.ts";
 import type { JobTrace } from "../telemetry/job-trace.ts";
 
 /** One tokenized input of a job: a text, or a (query, document) pair. */

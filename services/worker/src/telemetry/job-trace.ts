@@ -1,5 +1,5 @@
-import { context, SpanKind, SpanStatusCode, trace, type Context, type Link, type Span, type SpanContext } from "@opentelemetry/api";
-import { Attr, contextFromHeaders, shoalTracer, SpanName, traceHeaders } from "@shoal/common";
+import { context, SpanStatusCode, trace, type Context, type Link, type Span, type SpanContext } from "@opentelemetry/api";
+import { Attr, contextFromHeaders, shoalTracer, SpanName, startProcessSpan, startSendSpan, traceHeaders } from "@shoal/common";
 import type { IHeaders } from "kafkajs";
 
 /** Where a job record came from. */
@@ -23,23 +23,14 @@ export class JobTrace {
 
   constructor(origin: RecordOrigin, jobId: string, model: string, groupId: string, workerId: string) {
     const parent = contextFromHeaders(origin.headers);
-    this.span = shoalTracer().startSpan(
-      `process ${origin.topic}`,
+    this.span = startProcessSpan(
+      origin,
       {
-        kind: SpanKind.CONSUMER,
-        attributes: {
-          [Attr.MESSAGING_SYSTEM]: "kafka",
-          [Attr.MESSAGING_DESTINATION]: origin.topic,
-          [Attr.MESSAGING_OPERATION_TYPE]: "process",
-          [Attr.MESSAGING_OPERATION_NAME]: "process",
-          [Attr.MESSAGING_PARTITION]: String(origin.partition),
-          [Attr.MESSAGING_KAFKA_OFFSET]: Number(origin.offset),
-          [Attr.MESSAGING_CONSUMER_GROUP]: groupId,
-          [Attr.MESSAGING_MESSAGE_ID]: jobId,
-          [Attr.JOB_ID]: jobId,
-          [Attr.MODEL]: model,
-          [Attr.WORKER_ID]: workerId,
-        },
+        [Attr.MESSAGING_CONSUMER_GROUP]: groupId,
+        [Attr.MESSAGING_MESSAGE_ID]: jobId,
+        [Attr.JOB_ID]: jobId,
+        [Attr.MODEL]: model,
+        [Attr.WORKER_ID]: workerId,
       },
       parent,
     );
@@ -72,19 +63,7 @@ export class JobTrace {
 
   /** Starts the reply's publish span; returns it with the record headers that carry it. */
   replyPublish(topic: string): { span: Span; headers: Record<string, string> } {
-    const span = shoalTracer().startSpan(
-      `send ${topic}`,
-      {
-        kind: SpanKind.PRODUCER,
-        attributes: {
-          [Attr.MESSAGING_SYSTEM]: "kafka",
-          [Attr.MESSAGING_DESTINATION]: topic,
-          [Attr.MESSAGING_OPERATION_TYPE]: "send",
-          [Attr.MESSAGING_OPERATION_NAME]: "send",
-        },
-      },
-      this.ctx,
-    );
+    const span = startSendSpan(topic, {}, this.ctx);
     return { span, headers: traceHeaders(trace.setSpan(this.ctx, span)) };
   }
 

@@ -1,6 +1,5 @@
 import http from "node:http";
-import type { AddressInfo } from "node:net";
-import type { Registry } from "@shoal/common";
+import { listenOn, type Registry } from "@shoal/common";
 
 /** `/metrics`, `/healthz` (alive) and `/readyz` (ready) for orchestrators and Prometheus. */
 export interface WorkerHttp {
@@ -29,12 +28,7 @@ export function createWorkerHttp(registry: Registry, ready: () => { ready: boole
     } else text(404, "not found\n");
   });
   return {
-    listen(port, host) {
-      return new Promise((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
-      });
-    },
+    listen: async (port, host) => (await listenOn(server, port, host)).port,
     close() {
       server.closeAllConnections();
       return new Promise((resolve) => server.close(() => resolve()));

@@ -1,5 +1,5 @@
 /**
- * A pool of inference worker threads for one model. The worker's batching code hands it
+ * The inference worker threads of one model. The worker's batching code hands it
  * pre-grouped token ids; each `run` is one message to one thread (all groups together), whose
  * buffers are transferred, not copied. Pooled vectors come back un-normalised.
  */
@@ -10,14 +10,14 @@ import type { ModelSpec } from '@shoal/common/model-manifest';
 import type { ExecutionProviderChoice } from './onnx-session.ts';
 import { packGroup, type PackedGroup } from './packed-group.ts';
 
-/** The logging surface the pool needs (a pino logger fits). */
-export interface PoolLogger {
+/** The logging surface the threads need (a pino logger fits). */
+export interface ThreadsLogger {
   info(obj: object, msg?: string): void;
   warn(obj: object, msg?: string): void;
 }
 
-/** Options of {@link createInferencePool}. */
-export interface InferencePoolOptions {
+/** Options of {@link createInferenceThreads}. */
+export interface InferenceThreadsOptions {
   readonly spec: ModelSpec;
   /** Worker threads, each with its own session (default 1). Keep threads × intraOpThreads ≈ cores. */
   readonly threads?: number;
@@ -28,8 +28,8 @@ export interface InferencePoolOptions {
   /** Default 'cpu'. 'cuda' falls back to CPU, with one warning, when CUDA cannot be used. */
   readonly executionProvider?: ExecutionProviderChoice;
   /** Defaults to warnings on stderr and no info lines. */
-  readonly logger?: PoolLogger;
-  /** How long {@link InferencePool.close} lets threads finish their run and release, in ms (default 10 000). */
+  readonly logger?: ThreadsLogger;
+  /** How long {@link InferenceThreads.close} lets threads finish their run and release, in ms (default 10 000). */
   readonly closeTimeoutMs?: number;
   /** @internal Thread entry module; tests substitute one that crashes on cue. */
   readonly threadEntry?: URL;
@@ -47,7 +47,7 @@ export interface RunGroup {
   readonly typeIds?: readonly ArrayLike<number>[];
 }
 
-/** Result of {@link InferencePool.run}. */
+/** Result of {@link InferenceThreads.run}. */
 export interface RunResult {
   /** n × dimensions pooled vectors, not normalised, in input order (groups, then sequences). */
   readonly vectors: Float32Array;
@@ -57,8 +57,8 @@ export interface RunResult {
   readonly paddedTokens: number;
 }
 
-/** What the pool runs on. */
-export interface InferencePoolInfo {
+/** What the threads run on. */
+export interface InferenceThreadsInfo {
   readonly modelId: string;
   /** Provider the sessions actually use. */
   readonly provider: ExecutionProviderChoice;
@@ -69,9 +69,9 @@ export interface InferencePoolInfo {
 }
 
 /** Inference threads for one model. */
-export interface InferencePool {
+export interface InferenceThreads {
   readonly dimensions: number;
-  readonly info: InferencePoolInfo;
+  readonly info: InferenceThreadsInfo;
   /**
    * Runs the groups on an idle thread (queued while all are busy).
    * @throws InferenceError (`invalid-input`, `run-failed`, `bad-output`, `thread-crashed`, `closed`)
@@ -86,7 +86,7 @@ export interface InferencePool {
 
 const THREAD_ENTRY = new URL('./inference-thread-entry.mjs', import.meta.url);
 
-const stderrLogger: PoolLogger = {
+const stderrLogger: ThreadsLogger = {
   info() {},
   warn(obj, msg) {
     process.stderr.write(`WARN ${msg ?? ''} ${JSON.stringify(obj)}\n`);
@@ -143,11 +143,11 @@ function startThread(entry: URL, init: ThreadInit): Promise<{ worker: Worker; re
   });
 }
 
-/** State and event handling behind {@link InferencePool}; one instance per pool. */
-class ThreadPool implements InferencePool {
+/** State and event handling behind {@link InferenceThreads}; one instance per model. */
+class ThreadGroup implements InferenceThreads {
   readonly dimensions: number;
-  /** Set by createInferencePool once the threads have reported the provider they run on. */
-  info!: InferencePoolInfo;
+  /** Set by createInferenceThreads once the threads have reported the provider they run on. */
+  info!: InferenceThreadsInfo;
   private readonly slots: Slot[] = [];
   private readonly queue: Job[] = [];
   /** Replacement threads being started. */
@@ -160,7 +160,7 @@ class ThreadPool implements InferencePool {
     private readonly spec: ModelSpec,
     private readonly init: ThreadInit,
     private readonly entry: URL,
-    private readonly logger: PoolLogger,
+    private readonly logger: ThreadsLogger,
     private readonly closeTimeoutMs: number,
   ) {
     this.dimensions = spec.dimensions;
@@ -175,7 +175,7 @@ class ThreadPool implements InferencePool {
   }
 
   run(groups: readonly RunGroup[]): Promise<RunResult> {
-    if (this.closing !== undefined) return Promise.reject(new InferenceError('closed', 'inference pool is closed'));
+    if (this.closing !== undefined) return Promise.reject(new InferenceError('closed', 'inference threads are closed'));
     let packed: PackedGroup[];
     try {
       // A model without a token-type input ignores types: don't pack or send them.
@@ -197,7 +197,7 @@ class ThreadPool implements InferencePool {
 
   close(): Promise<void> {
     this.closing ??= (async () => {
-      this.rejectQueued(new InferenceError('closed', 'inference pool closed before the run started'));
+      this.rejectQueued(new InferenceError('closed', 'inference threads closed before the run started'));
       await Promise.all([...this.slots].map((slot) => this.closeSlot(slot)));
     })();
     return this.closing;
@@ -259,7 +259,7 @@ class ThreadPool implements InferencePool {
     const job = slot.job;
     slot.job = undefined;
     if (this.closing !== undefined) {
-      job?.reject(new InferenceError('closed', 'inference pool closed during the run'));
+      job?.reject(new InferenceError('closed', 'inference threads closed during the run'));
       return;
     }
     job?.reject(new InferenceError('thread-crashed', `inference thread ${why} during the run`, { cause }));
@@ -309,7 +309,7 @@ class ThreadPool implements InferencePool {
  * @throws ModelLoadError when the model cannot be loaded (missing or corrupt model.onnx, a graph
  *   that does not match the manifest); no thread is left running
  */
-export async function createInferencePool(opts: InferencePoolOptions): Promise<InferencePool> {
+export async function createInferenceThreads(opts: InferenceThreadsOptions): Promise<InferenceThreads> {
   const threads = opts.threads ?? 1;
   if (!(Number.isSafeInteger(threads) && threads >= 1)) throw new RangeError(`threads must be an integer >= 1 (got ${threads})`);
   const requested = opts.executionProvider ?? 'cpu';
@@ -325,22 +325,22 @@ export async function createInferencePool(opts: InferencePoolOptions): Promise<I
     settings: { intraOpThreads: opts.intraOpThreads, executionProvider: requested, allowSpinning: opts.allowSpinning ?? false },
   };
   const logger = opts.logger ?? stderrLogger;
-  const pool = new ThreadPool(spec, init, opts.threadEntry ?? THREAD_ENTRY, logger, opts.closeTimeoutMs ?? 10_000);
+  const group = new ThreadGroup(spec, init, opts.threadEntry ?? THREAD_ENTRY, logger, opts.closeTimeoutMs ?? 10_000);
 
-  const started = await Promise.allSettled(Array.from({ length: threads }, () => pool.addThread()));
+  const started = await Promise.allSettled(Array.from({ length: threads }, () => group.addThread()));
   const failures = started.flatMap((s) => (s.status === 'rejected' ? [s.reason as Error] : []));
   if (failures.length > 0) {
-    await pool.close();
+    await group.close();
     throw failures.find((e) => e instanceof ModelLoadError) ?? failures[0];
   }
   const first = started[0]!.status === 'fulfilled' ? started[0]!.value : undefined;
-  pool.info = Object.freeze({
+  group.info = Object.freeze({
     modelId: spec.id,
     provider: first?.provider ?? 'cpu',
     requestedProvider: requested,
     threads,
     intraOpThreads: opts.intraOpThreads,
   });
-  logger.info({ ...pool.info }, 'inference pool ready');
-  return pool;
+  logger.info({ ...group.info }, 'inference threads ready');
+  return group;
 }

@@ -3,7 +3,7 @@ import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { InferenceError, ModelLoadError } from './errors.ts';
-import { createInferencePool, type InferencePool, type PoolLogger } from './inference-pool.ts';
+import { createInferenceThreads, type InferenceThreads, type ThreadsLogger } from './inference-threads.ts';
 import { l2normalize } from './l2-normalize.ts';
 import { readModelDir, type ModelSpec } from '@shoal/common/model-manifest';
 import { planSubBatches } from './padding-plan.ts';
@@ -16,7 +16,7 @@ interface LogLine {
   msg: string | undefined;
 }
 
-function recordingLogger(): PoolLogger & { lines: LogLine[] } {
+function recordingLogger(): ThreadsLogger & { lines: LogLine[] } {
   const lines: LogLine[] = [];
   return {
     lines,
@@ -37,23 +37,23 @@ function maxAbsDiff(a: Float32Array, b: Float32Array): number {
 }
 
 
-describe('inference pool on the generated tiny model', () => {
+describe('inference threads on the generated tiny model', () => {
   let spec: ModelSpec;
   let tok: TextTokenizer;
-  let pool: InferencePool;
+  let threads: InferenceThreads;
   const logger = recordingLogger();
   const dims = 64;
 
   before(async () => {
     spec = await readModelDir(await generatedModelDir('tiny'));
     tok = await createTextTokenizer(spec);
-    pool = await createInferencePool({ spec, intraOpThreads: 1, logger });
+    threads = await createInferenceThreads({ spec, intraOpThreads: 1, logger });
   });
-  after(() => pool.close());
+  after(() => threads.close());
 
   it('reports its dimensions and the CPU provider, logging no warning', () => {
-    assert.equal(pool.dimensions, dims);
-    assert.deepEqual(pool.info, { modelId: 'shoal-tiny-embed', provider: 'cpu', requestedProvider: 'cpu', threads: 1, intraOpThreads: 1 });
+    assert.equal(threads.dimensions, dims);
+    assert.deepEqual(threads.info, { modelId: 'shoal-tiny-embed', provider: 'cpu', requestedProvider: 'cpu', threads: 1, intraOpThreads: 1 });
     assert.equal(logger.lines.filter((l) => l.level === 'warn').length, 0);
   });
 
@@ -66,19 +66,19 @@ describe('inference pool on the generated tiny model', () => {
     // Planned sub-batches, as the worker will send them.
     const plan = planSubBatches(lengths, { perCallOverheadTokens: 64, maxItemsPerCall: 32 });
     assert.ok(plan.length > 1);
-    const planned = await pool.run(plan.map((g) => ({ ids: g.map((i) => ids[i]!) })));
+    const planned = await threads.run(plan.map((g) => ({ ids: g.map((i) => ids[i]!) })));
     assert.equal(planned.vectors.length, 32 * dims);
     assert.equal(planned.paddedTokens, plan.reduce((s, g) => s + g.length * Math.max(...g.map((i) => lengths[i]!)), 0));
     assert.ok(planned.inferenceMs > 0);
     const order = plan.flat();
     // One group padded to the longest: every short text sits on heavy padding.
-    const padded = await pool.run([{ ids }]);
+    const padded = await threads.run([{ ids }]);
     assert.equal(padded.paddedTokens, 32 * Math.max(...lengths));
     l2normalize(planned.vectors, dims);
     l2normalize(padded.vectors, dims);
 
     for (let i = 0; i < 32; i++) {
-      const alone = (await pool.run([{ ids: [ids[i]!] }])).vectors;
+      const alone = (await threads.run([{ ids: [ids[i]!] }])).vectors;
       l2normalize(alone, dims);
       const inPlan = row(planned.vectors, order.indexOf(i), dims);
       assert.ok(maxAbsDiff(alone, inPlan) < 1e-5, `text ${i} in planned batch: ${maxAbsDiff(alone, inPlan)}`);
@@ -88,11 +88,11 @@ describe('inference pool on the generated tiny model', () => {
 
   it('returns finite, distinct, un-normalised vectors of the right size; normalised norms are 1 within 1e-6', async () => {
     const ids = ['shoal', 'a school of fish', 'the quick brown fox jumps over the lazy dog'].map((t) => tok.encode(t, { truncate: true }).ids);
-    const { vectors } = await pool.run([{ ids: [ids[0]!] }, { ids: [ids[1]!, ids[2]!] }]);
+    const { vectors } = await threads.run([{ ids: [ids[0]!] }, { ids: [ids[1]!, ids[2]!] }]);
     assert.equal(vectors.length, 3 * dims);
     assert.ok(vectors.every(Number.isFinite));
     const norms = [0, 1, 2].map((i) => Math.hypot(...row(vectors, i, dims)));
-    assert.ok(norms.some((n) => Math.abs(n - 1) > 1e-3), `pool output is not normalised (norms ${norms.join(', ')})`);
+    assert.ok(norms.some((n) => Math.abs(n - 1) > 1e-3), `threads output is not normalised (norms ${norms.join(', ')})`);
     assert.ok(maxAbsDiff(row(vectors, 0, dims), row(vectors, 1, dims)) > 1e-3);
     l2normalize(vectors, dims);
     for (let i = 0; i < 3; i++) {
@@ -105,30 +105,30 @@ describe('inference pool on the generated tiny model', () => {
   it('queues concurrent runs on one thread and answers each with its own vectors', async () => {
     const ids = sentences(8, 30, 21).map((t) => tok.encode(t, { truncate: true }).ids);
     const sequential: Float32Array[] = [];
-    for (const x of ids) sequential.push((await pool.run([{ ids: [x] }])).vectors);
-    const concurrent = await Promise.all(ids.map((x) => pool.run([{ ids: [x] }])));
+    for (const x of ids) sequential.push((await threads.run([{ ids: [x] }])).vectors);
+    const concurrent = await Promise.all(ids.map((x) => threads.run([{ ids: [x] }])));
     concurrent.forEach((r, i) => assert.ok(maxAbsDiff(r.vectors, sequential[i]!) < 1e-6, `run ${i}`));
   });
 
   it('rejects malformed input with InferenceError(invalid-input) and an empty run with no vectors', async () => {
-    const err = await rejection(pool.run([{ ids: [[101, 102]] }, { ids: [] }]));
+    const err = await rejection(threads.run([{ ids: [[101, 102]] }, { ids: [] }]));
     assert.ok(err instanceof InferenceError && err.reason === 'invalid-input', String(err));
-    const err2 = await rejection(pool.run([{ ids: [[101, -5, 102]] }]));
+    const err2 = await rejection(threads.run([{ ids: [[101, -5, 102]] }]));
     assert.ok(err2 instanceof InferenceError && err2.reason === 'invalid-input', String(err2));
-    const empty = await pool.run([]);
+    const empty = await threads.run([]);
     assert.equal(empty.vectors.length, 0);
   });
 
   it('rejects a run ONNX Runtime fails (id outside the vocabulary) with InferenceError(run-failed), then keeps serving', async () => {
-    const err = await rejection(pool.run([{ ids: [[101, 5_000_000, 102]] }]));
+    const err = await rejection(threads.run([{ ids: [[101, 5_000_000, 102]] }]));
     assert.ok(err instanceof InferenceError && err.reason === 'run-failed', String(err));
     assert.match((err as Error).message, /session\.run failed on a 1×3 group/);
-    const ok = await pool.run([{ ids: [[101, 2000, 102]] }]);
+    const ok = await threads.run([{ ids: [[101, 2000, 102]] }]);
     assert.equal(ok.vectors.length, dims);
   });
 });
 
-describe('inference pool lifecycle', () => {
+describe('inference threads lifecycle', () => {
   let tiny: string;
   let spec: ModelSpec;
   before(async () => {
@@ -138,18 +138,18 @@ describe('inference pool lifecycle', () => {
 
   it('cuda requested without a GPU (none here) falls back to CPU with exactly one warning', async () => {
     const logger = recordingLogger();
-    const pool = await createInferencePool({ spec, threads: 2, intraOpThreads: 1, executionProvider: 'cuda', logger });
+    const threads = await createInferenceThreads({ spec, threads: 2, intraOpThreads: 1, executionProvider: 'cuda', logger });
     try {
-      assert.equal(pool.info.provider, 'cpu');
-      assert.equal(pool.info.requestedProvider, 'cuda');
+      assert.equal(threads.info.provider, 'cpu');
+      assert.equal(threads.info.requestedProvider, 'cuda');
       const warnings = logger.lines.filter((l) => l.level === 'warn');
       assert.equal(warnings.length, 1, JSON.stringify(warnings));
       assert.match(warnings[0]!.msg ?? '', /CUDA execution provider unavailable, running inference on CPU/);
       assert.match(JSON.stringify(warnings[0]!.obj), /CUDA provider libraries are not installed/);
-      const r = await pool.run([{ ids: [[101, 2000, 102]] }]);
+      const r = await threads.run([{ ids: [[101, 2000, 102]] }]);
       assert.equal(r.vectors.length, 64);
     } finally {
-      await pool.close();
+      await threads.close();
     }
   });
 
@@ -158,7 +158,7 @@ describe('inference pool lifecycle', () => {
     try {
       await writeFile(join(dir, 'model.onnx'), Buffer.from('this is not an onnx protobuf, just garbage bytes \x00\xff\x13'));
       const corrupt = await readModelDir(dir);
-      const err = await rejection(createInferencePool({ spec: corrupt, threads: 2, intraOpThreads: 1 }));
+      const err = await rejection(createInferenceThreads({ spec: corrupt, threads: 2, intraOpThreads: 1 }));
       assert.ok(err instanceof ModelLoadError, String(err));
       assert.equal(err.path, join(dir, 'model.onnx'));
       assert.match(err.message, /onnx\.file: ONNX Runtime cannot load it/);
@@ -166,8 +166,8 @@ describe('inference pool lifecycle', () => {
       await dispose();
     }
     // Still alive, and a good model still loads.
-    const pool = await createInferencePool({ spec, intraOpThreads: 1 });
-    await pool.close();
+    const threads = await createInferenceThreads({ spec, intraOpThreads: 1 });
+    await threads.close();
   });
 
   it('rejects a model.onnx deleted after the manifest was read with ModelLoadError', async () => {
@@ -175,7 +175,7 @@ describe('inference pool lifecycle', () => {
     try {
       const copy = await readModelDir(dir);
       await rm(join(dir, 'model.onnx'));
-      await assert.rejects(createInferencePool({ spec: copy, intraOpThreads: 1 }), ModelLoadError);
+      await assert.rejects(createInferenceThreads({ spec: copy, intraOpThreads: 1 }), ModelLoadError);
     } finally {
       await dispose();
     }
@@ -183,33 +183,33 @@ describe('inference pool lifecycle', () => {
 
   it('rejects a manifest that does not match the graph with ModelLoadError listing each mismatch', async () => {
     const wrong: ModelSpec = { ...spec, dimensions: 65, inputNames: { ...spec.inputNames, inputIds: 'ids' } };
-    const err = await rejection(createInferencePool({ spec: wrong, intraOpThreads: 1 }));
+    const err = await rejection(createInferenceThreads({ spec: wrong, intraOpThreads: 1 }));
     assert.ok(err instanceof ModelLoadError, String(err));
     assert.deepEqual(err.problems.map((p) => p.slice(0, p.indexOf(':'))), ['onnx.inputs.inputIds', 'onnx.inputs', 'dimensions']);
   });
 
   it('close is idempotent, lets a running run finish, and rejects later runs with InferenceError(closed)', async () => {
-    const pool = await createInferencePool({ spec, intraOpThreads: 1 });
-    const running = pool.run([{ ids: [[101, 2000, 2001, 102]] }]);
+    const threads = await createInferenceThreads({ spec, intraOpThreads: 1 });
+    const running = threads.run([{ ids: [[101, 2000, 2001, 102]] }]);
     await new Promise((r) => setTimeout(r, 0)); // let it be dispatched
-    const queued = pool.run([{ ids: [[101, 2000, 102]] }]);
-    const first = pool.close();
-    const second = pool.close();
+    const queued = threads.run([{ ids: [[101, 2000, 102]] }]);
+    const first = threads.close();
+    const second = threads.close();
     assert.equal(first, second);
     const [run, queue] = await Promise.allSettled([running, queued]);
     assert.equal(run.status, 'fulfilled');
     assert.ok(queue.status === 'rejected' && queue.reason instanceof InferenceError && queue.reason.reason === 'closed');
     await first;
-    await pool.close();
-    const err = await rejection(pool.run([{ ids: [[101, 102]] }]));
+    await threads.close();
+    const err = await rejection(threads.run([{ ids: [[101, 102]] }]));
     assert.ok(err instanceof InferenceError && err.reason === 'closed');
   });
 
   it('spreads concurrent runs over two threads with the same results as one thread', async () => {
     const tok = await createTextTokenizer(spec);
     const ids = sentences(12, 30, 5).map((t) => tok.encode(t, { truncate: true }).ids);
-    const one = await createInferencePool({ spec, threads: 1, intraOpThreads: 1 });
-    const two = await createInferencePool({ spec, threads: 2, intraOpThreads: 1 });
+    const one = await createInferenceThreads({ spec, threads: 1, intraOpThreads: 1 });
+    const two = await createInferenceThreads({ spec, threads: 2, intraOpThreads: 1 });
     try {
       const a = await Promise.all(ids.map((x) => one.run([{ ids: [x] }])));
       const b = await Promise.all(ids.map((x) => two.run([{ ids: [x] }])));
@@ -221,7 +221,7 @@ describe('inference pool lifecycle', () => {
 
   it('a crashed thread rejects its run with InferenceError(thread-crashed) and is replaced', async () => {
     const logger = recordingLogger();
-    const pool = await createInferencePool({
+    const threads = await createInferenceThreads({
       spec,
       intraOpThreads: 1,
       logger,
@@ -229,8 +229,8 @@ describe('inference pool lifecycle', () => {
     });
     try {
       for (const [cue, why] of [[666_666, /exited with code 3/], [777_777, /crashed \(injected uncaught error\)/]] as const) {
-        const doomed = pool.run([{ ids: [[cue, 101, 102]] }]);
-        const waiting = pool.run([{ ids: [[101, 2000, 102]] }]); // queued behind it: must run on the replacement
+        const doomed = threads.run([{ ids: [[cue, 101, 102]] }]);
+        const waiting = threads.run([{ ids: [[101, 2000, 102]] }]); // queued behind it: must run on the replacement
         const err = await rejection(doomed);
         assert.ok(err instanceof InferenceError && err.reason === 'thread-crashed', String(err));
         assert.match((err as Error).message, why);
@@ -238,7 +238,7 @@ describe('inference pool lifecycle', () => {
       }
       assert.equal(logger.lines.filter((l) => l.msg === 'inference thread lost, starting a replacement').length, 2);
     } finally {
-      await pool.close();
+      await threads.close();
     }
   });
 });

@@ -1,5 +1,5 @@
 /**
- * The pool running the generated models with a task head: a cross-encoder fed (query, document)
+ * The threads running the generated models with a task head: a cross-encoder fed (query, document)
  * pairs with their token types, and single- and multi-label classifiers, scored as the worker's
  * runners will score them (activations.ts).
  */
@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { readModelDir, type ModelSpec } from '@shoal/common/model-manifest';
 import { activationOf, applyActivation } from './activations.ts';
 import { InferenceError } from './errors.ts';
-import { createInferencePool, type InferencePool } from './inference-pool.ts';
+import { createInferenceThreads, type InferenceThreads } from './inference-threads.ts';
 import { createTextTokenizer, type EncodedPair, type TextTokenizer } from './text-tokenizer.ts';
 import { generatedModelDir, sentences, rejection } from './test-models.ts';
 
@@ -22,30 +22,30 @@ const TEXTS = [
 ];
 
 
-describe('inference pool on the generated tiny-rerank cross-encoder', () => {
+describe('inference threads on the generated tiny-rerank cross-encoder', () => {
   let spec: ModelSpec;
   let tok: TextTokenizer;
-  let pool: InferencePool;
+  let threads: InferenceThreads;
   const query = 'what is the capital of france';
   let pairs: EncodedPair[];
 
   before(async () => {
     spec = await readModelDir(await generatedModelDir('tiny-rerank'));
     tok = await createTextTokenizer(spec);
-    pool = await createInferencePool({ spec, intraOpThreads: 1 });
+    threads = await createInferenceThreads({ spec, intraOpThreads: 1 });
     pairs = TEXTS.map((d) => tok.encodePair(query, d, { truncate: true }));
   });
-  after(() => pool.close());
+  after(() => threads.close());
 
   /** One logit per pair, each pair run as its own group of one. */
   async function alone(ps: readonly EncodedPair[]): Promise<number[]> {
-    const { vectors } = await pool.run(ps.map((p) => ({ ids: [p.ids], typeIds: [p.typeIds] })));
+    const { vectors } = await threads.run(ps.map((p) => ({ ids: [p.ids], typeIds: [p.typeIds] })));
     return [...vectors];
   }
 
   it('returns one logit per pair; sigmoid scores in (0, 1) that differ by document', async () => {
     assert.equal(spec.task, 'rerank');
-    assert.equal(pool.dimensions, 1);
+    assert.equal(threads.dimensions, 1);
     const logits = await alone(pairs);
     assert.equal(logits.length, TEXTS.length);
     assert.ok(logits.every(Number.isFinite));
@@ -64,7 +64,7 @@ describe('inference pool on the generated tiny-rerank cross-encoder', () => {
     for (const [i, p] of pairs.entries()) {
       const batch = [longer[0]!, p, ...longer.slice(1)];
       assert.ok(Math.max(...batch.map((x) => x.tokenCount)) > p.tokenCount + 20, 'the batch pads the pair');
-      const r = await pool.run([{ ids: batch.map((x) => x.ids), typeIds: batch.map((x) => x.typeIds) }]);
+      const r = await threads.run([{ ids: batch.map((x) => x.ids), typeIds: batch.map((x) => x.typeIds) }]);
       assert.equal(r.paddedTokens, batch.length * Math.max(...batch.map((x) => x.tokenCount)));
       const inBatch = r.vectors[1]!;
       assert.ok(Math.abs(inBatch - single[i]!) < 1e-5, `pair ${i}: ${single[i]} alone vs ${inBatch} in a batch`);
@@ -73,9 +73,9 @@ describe('inference pool on the generated tiny-rerank cross-encoder', () => {
 
   it('token types reach the graph: swapping or dropping them changes the logit', async () => {
     const withTypes = await alone(pairs);
-    const swapped = await pool.run(pairs.map((p) => ({ ids: [p.ids], typeIds: [p.typeIds.map((t) => 1 - t)] })));
-    const zeros = await pool.run(pairs.map((p) => ({ ids: [p.ids], typeIds: [new Uint8Array(p.tokenCount)] })));
-    const omitted = await pool.run(pairs.map((p) => ({ ids: [p.ids] })));
+    const swapped = await threads.run(pairs.map((p) => ({ ids: [p.ids], typeIds: [p.typeIds.map((t) => 1 - t)] })));
+    const zeros = await threads.run(pairs.map((p) => ({ ids: [p.ids], typeIds: [new Uint8Array(p.tokenCount)] })));
+    const omitted = await threads.run(pairs.map((p) => ({ ids: [p.ids] })));
     for (let i = 0; i < pairs.length; i++) {
       assert.ok(Math.abs(swapped.vectors[i]! - withTypes[i]!) > 1e-3, `pair ${i}: swapped types ${swapped.vectors[i]} vs ${withTypes[i]}`);
       assert.ok(Math.abs(zeros.vectors[i]! - withTypes[i]!) > 1e-3, `pair ${i}: zero types ${zeros.vectors[i]} vs ${withTypes[i]}`);
@@ -86,7 +86,7 @@ describe('inference pool on the generated tiny-rerank cross-encoder', () => {
 
   it('mixes groups with and without types in one run', async () => {
     const p = pairs[0]!;
-    const r = await pool.run([{ ids: [p.ids], typeIds: [p.typeIds] }, { ids: [p.ids] }]);
+    const r = await threads.run([{ ids: [p.ids], typeIds: [p.typeIds] }, { ids: [p.ids] }]);
     const [typed] = await alone([p]);
     assert.ok(Math.abs(r.vectors[0]! - typed!) < 1e-6);
     assert.ok(Math.abs(r.vectors[1]! - r.vectors[0]!) > 1e-3);
@@ -94,14 +94,14 @@ describe('inference pool on the generated tiny-rerank cross-encoder', () => {
 
   it('rejects type ids that do not match the ids with InferenceError(invalid-input)', async () => {
     const p = pairs[0]!;
-    const err = await rejection(pool.run([{ ids: [p.ids], typeIds: [p.typeIds.subarray(1)] }]));
+    const err = await rejection(threads.run([{ ids: [p.ids], typeIds: [p.typeIds.subarray(1)] }]));
     assert.ok(err instanceof InferenceError && err.reason === 'invalid-input', String(err));
-    const err2 = await rejection(pool.run([{ ids: [p.ids, p.ids], typeIds: [p.typeIds] }]));
+    const err2 = await rejection(threads.run([{ ids: [p.ids, p.ids], typeIds: [p.typeIds] }]));
     assert.ok(err2 instanceof InferenceError && err2.reason === 'invalid-input', String(err2));
   });
 });
 
-describe('inference pool on the generated classifiers', () => {
+describe('inference threads on the generated classifiers', () => {
   for (const preset of ['tiny-classify', 'tiny-multilabel'] as const) {
     it(`${preset}: [texts, labels] logits, scored by its problem type; the winning label varies`, async () => {
       const spec = await readModelDir(await generatedModelDir(preset));
@@ -109,13 +109,13 @@ describe('inference pool on the generated classifiers', () => {
       const labels = spec.labels.length;
       assert.equal(spec.dimensions, labels);
       const tok = await createTextTokenizer(spec);
-      const pool = await createInferencePool({ spec, intraOpThreads: 1 });
+      const threads = await createInferenceThreads({ spec, intraOpThreads: 1 });
       try {
         const ids = TEXTS.map((t) => tok.encode(t, { truncate: true }).ids);
-        const { vectors } = await pool.run([{ ids }]);
+        const { vectors } = await threads.run([{ ids }]);
         assert.equal(vectors.length, TEXTS.length * labels);
         // Padded in one group vs each alone: same logits.
-        const alone = await pool.run(ids.map((x) => ({ ids: [x] })));
+        const alone = await threads.run(ids.map((x) => ({ ids: [x] })));
         for (let i = 0; i < vectors.length; i++) assert.ok(Math.abs(vectors[i]! - alone.vectors[i]!) < 1e-5);
 
         const scores = applyActivation(spec, vectors);
@@ -131,7 +131,7 @@ describe('inference pool on the generated classifiers', () => {
         const winners = new Set(rows.map((r) => r.indexOf(Math.max(...r))));
         assert.ok(winners.size >= 2, `every text got label ${[...winners].map((w) => spec.labels[w]).join()}`);
       } finally {
-        await pool.close();
+        await threads.close();
       }
     });
   }

@@ -1,0 +1,46 @@
+import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
+
+/** Lanes that have topics; LANE_UNSPECIFIED is resolved before a job is produced. */
+export type ServedLane = Lane.INTERACTIVE | Lane.BATCH;
+
+/** Lane names as they appear in topics, config, metrics and messages. */
+export type LaneName = "interactive" | "batch";
+
+/** The served lanes, interactive first. */
+export const SERVED_LANES: readonly ServedLane[] = [Lane.INTERACTIVE, Lane.BATCH];
+
+/** The lane names, interactive first. */
+export const LANE_NAMES: readonly LaneName[] = ["interactive", "batch"];
+
+const names: Record<ServedLane, LaneName> = {
+  [Lane.INTERACTIVE]: "interactive",
+  [Lane.BATCH]: "batch",
+};
+
+/** The name of a served lane (`interactive`, `batch`): the last part of its jobs topic. */
+export function laneName(lane: ServedLane): LaneName {
+  return names[lane];
+}
+
+/** True for `interactive` and `batch`. */
+export function isLaneName(name: unknown): name is LaneName {
+  return name === "interactive" || name === "batch";
+}
+
+/** The served lane a name stands for; undefined for anything but `interactive` and `batch`. */
+export function laneFromName(name: string): ServedLane | undefined {
+  return name === "batch" ? Lane.BATCH : name === "interactive" ? Lane.INTERACTIVE : undefined;
+}
+
+/** Resolves a request's lane; LANE_UNSPECIFIED (or an unknown value) takes the fallback. */
+export function servedLane(lane: Lane, fallback: ServedLane = Lane.INTERACTIVE): ServedLane {
+  if (lane === Lane.BATCH) return Lane.BATCH;
+  if (lane === Lane.INTERACTIVE) return Lane.INTERACTIVE;
+  return fallback;
+}
+
+/** Jobs topic of one pool and lane: `shoal.jobs.<pool>.<lane>`. */
+export function jobsTopic(pool: string, lane: ServedLane): string {
+  return `shoal.jobs.${pool}.${names[lane]}`;
+}
+
