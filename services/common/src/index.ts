@@ -13,3 +13,5 @@ export { Attr, SpanName } from "./telemetry/attributes.ts";
 export { startTracing, shoalTracer, traceHeaders, contextFromHeaders, type Tracing } from "./telemetry/tracing.ts";
 export { createMetricsRegistry, Counter, Gauge, Histogram, type Registry } from "./telemetry/metrics.ts";
 export { createKafkaProbe, type KafkaProbe } from "./telemetry/kafka-probe.ts";
+export { createResilientConsumer, type ResilientConsumer, type ResilientConsumerOptions } from "./resilient-consumer.ts";
+export { runService, stopSteps, forceExitAfterMs, type RunServiceOptions, type ServiceApp } from "./run-service.ts";
