@@ -9,6 +9,7 @@ import {
   poolTopicSpecs,
   replyTopic,
   statusTopicSpec,
+  stopSteps,
   type Logger,
 } from "@shoal/common";
 import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
@@ -204,24 +205,34 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     return { port: address.port };
   }
 
+  /** Every step runs even if an earlier one failed (stopSteps); the stop fails if any did. */
   async function shutdown(): Promise<void> {
-    health.setAll(Serving.NOT_SERVING);
-    probe.stop();
-    lagMonitor?.stop();
-    const inFlight = pending.size;
-    const drained = await pending.drained(config.drainGraceMs);
-    log.info({ inFlight, drained }, "in-flight calls drained");
-    await server?.close();
-    await replies.stop();
-    await cluster.stop();
-    await producer.stop();
-    try {
-      await admin.deleteTopics({ topics: [ownReplyTopic], timeout: 5_000 });
-      await admin.deleteGroups([`shoal-gateway-${config.instanceId}`, `shoal-gateway-status-${config.instanceId}`]);
-    } catch (err) {
-      log.warn({ err }, "could not delete this replica's reply topic and consumer groups");
-    }
-    await admin.disconnect();
+    await stopSteps(log, [
+      ["refuse new calls", () => {
+        health.setAll(Serving.NOT_SERVING);
+        probe.stop();
+        lagMonitor?.stop();
+      }],
+      ["drain in-flight calls", async () => {
+        const inFlight = pending.size;
+        const drained = await pending.drained(config.drainGraceMs);
+        log.info({ inFlight, drained }, "in-flight calls drained");
+      }],
+      ["close the server", () => server?.close()],
+      ["stop the reply consumer", () => replies.stop()],
+      ["stop the cluster-state consumer", () => cluster.stop()],
+      ["stop the job producer", () => producer.stop()],
+      ["delete this replica's reply topic and groups", async () => {
+        try {
+          await admin.deleteTopics({ topics: [ownReplyTopic], timeout: 5_000 });
+          await admin.deleteGroups([`shoal-gateway-${config.instanceId}`, `shoal-gateway-status-${config.instanceId}`]);
+        } catch (err) {
+          // Not a failed stop: the topic ages out (retention) and the groups expire with their offsets.
+          log.warn({ err }, "could not delete this replica's reply topic and consumer groups");
+        }
+      }],
+      ["disconnect the admin client", () => admin.disconnect()],
+    ]);
     log.info("gateway stopped");
   }
 
