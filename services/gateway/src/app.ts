@@ -37,7 +37,7 @@ import { createReplyConsumer } from "./reply-consumer.ts";
 import { createConsoleStatic } from "./console-static.ts";
 import { createCors } from "./cors.ts";
 import { createHttpFront } from "./http-front.ts";
-import { createObservedOpenAiEmbeddings } from "./openai-telemetry.ts";
+import { createOpenAiEmbeddings } from "./openai-embeddings.ts";
 import { registerReflection } from "./reflection-service.ts";
 
 export interface GatewayApp {
@@ -140,15 +140,17 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       onAdmitted: (lane, tokens) => lagMonitor?.observeJob(lane, tokens),
       onRejected: (lane, reason) => metrics.admissionRejections.inc({ lane, reason }),
     });
+    // Outermost first: the trace and the metrics see the final, mapped code (and the caller's
+    // tenant, which the key check leaves in the context values); key errors are mapped too. The
+    // Connect routes and the OpenAI endpoint share this one chain.
+    const interceptors = [
+      traceRpc(config.instanceId),
+      rpcMetrics(metrics, (id) => catalog.models.has(id)),
+      mapErrors(logger),
+      ...(apiKeys.enabled ? [requireApiKey(apiKeys)] : []),
+    ];
     const handler = connectNodeAdapter({
-      // Outermost first: the trace and the metrics see the final, mapped code (and the caller's
-      // tenant, which the key check leaves in the context values); key errors are mapped too.
-      interceptors: [
-        traceRpc(config.instanceId),
-        rpcMetrics(metrics, (id) => catalog.models.has(id)),
-        mapErrors(logger),
-        ...(apiKeys.enabled ? [requireApiKey(apiKeys)] : []),
-      ],
+      interceptors,
       readMaxBytes: config.maxRequestBytes,
       // Compressed requests are accepted, but responses are never compressed: vectors are
       // incompressible float noise and gzip cost more CPU than the whole rest of the call.
@@ -179,17 +181,13 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     });
     const front = createHttpFront({
       cors: createCors(config.corsOrigins),
-      // Traced and measured here: the endpoint does not pass through the Connect interceptors.
-      openai: createObservedOpenAiEmbeddings(
-        {
-          embed: (req, ctx) => inference.embed(req, ctx),
-          models: catalog.models,
-          maxRequestBytes: config.maxRequestBytes,
-          authenticate: (authorization) => apiKeys.authenticate(authorization),
-          logger,
-        },
-        { instanceId: config.instanceId, metrics, isKnownModel: (id) => catalog.models.has(id) },
-      ),
+      openai: createOpenAiEmbeddings({
+        embed: (req, ctx) => inference.embed(req, ctx),
+        interceptors,
+        models: catalog.models,
+        maxRequestBytes: config.maxRequestBytes,
+        logger,
+      }),
       console: createConsoleStatic(config.consoleDir),
       connect: handler,
     });
