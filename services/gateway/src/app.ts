@@ -9,6 +9,7 @@ import {
   poolTopicSpecs,
   replyTopic,
   statusTopicSpec,
+  stopSteps,
   type Logger,
 } from "@shoal/common";
 import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
@@ -36,7 +37,7 @@ import { createReplyConsumer } from "./reply-consumer.ts";
 import { createConsoleStatic } from "./console-static.ts";
 import { createCors } from "./cors.ts";
 import { createHttpFront } from "./http-front.ts";
-import { createObservedOpenAiEmbeddings } from "./openai-telemetry.ts";
+import { createOpenAiEmbeddings } from "./openai-embeddings.ts";
 import { registerReflection } from "./reflection-service.ts";
 
 export interface GatewayApp {
@@ -139,15 +140,17 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       onAdmitted: (lane, tokens) => lagMonitor?.observeJob(lane, tokens),
       onRejected: (lane, reason) => metrics.admissionRejections.inc({ lane, reason }),
     });
+    // Outermost first: the trace and the metrics see the final, mapped code (and the caller's
+    // tenant, which the key check leaves in the context values); key errors are mapped too. The
+    // Connect routes and the OpenAI endpoint share this one chain.
+    const interceptors = [
+      traceRpc(config.instanceId),
+      rpcMetrics(metrics, (id) => catalog.models.has(id)),
+      mapErrors(logger),
+      ...(apiKeys.enabled ? [requireApiKey(apiKeys)] : []),
+    ];
     const handler = connectNodeAdapter({
-      // Outermost first: the trace and the metrics see the final, mapped code (and the caller's
-      // tenant, which the key check leaves in the context values); key errors are mapped too.
-      interceptors: [
-        traceRpc(config.instanceId),
-        rpcMetrics(metrics, (id) => catalog.models.has(id)),
-        mapErrors(logger),
-        ...(apiKeys.enabled ? [requireApiKey(apiKeys)] : []),
-      ],
+      interceptors,
       readMaxBytes: config.maxRequestBytes,
       // Compressed requests are accepted, but responses are never compressed: vectors are
       // incompressible float noise and gzip cost more CPU than the whole rest of the call.
@@ -178,17 +181,13 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     });
     const front = createHttpFront({
       cors: createCors(config.corsOrigins),
-      // Traced and measured here: the endpoint does not pass through the Connect interceptors.
-      openai: createObservedOpenAiEmbeddings(
-        {
-          embed: (req, ctx) => inference.embed(req, ctx),
-          models: catalog.models,
-          maxRequestBytes: config.maxRequestBytes,
-          authenticate: (authorization) => apiKeys.authenticate(authorization),
-          logger,
-        },
-        { instanceId: config.instanceId, metrics, isKnownModel: (id) => catalog.models.has(id) },
-      ),
+      openai: createOpenAiEmbeddings({
+        embed: (req, ctx) => inference.embed(req, ctx),
+        interceptors,
+        models: catalog.models,
+        maxRequestBytes: config.maxRequestBytes,
+        logger,
+      }),
       console: createConsoleStatic(config.consoleDir),
       connect: handler,
     });
@@ -204,24 +203,34 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     return { port: address.port };
   }
 
+  /** Every step runs even if an earlier one failed (stopSteps); the stop fails if any did. */
   async function shutdown(): Promise<void> {
-    health.setAll(Serving.NOT_SERVING);
-    probe.stop();
-    lagMonitor?.stop();
-    const inFlight = pending.size;
-    const drained = await pending.drained(config.drainGraceMs);
-    log.info({ inFlight, drained }, "in-flight calls drained");
-    await server?.close();
-    await replies.stop();
-    await cluster.stop();
-    await producer.stop();
-    try {
-      await admin.deleteTopics({ topics: [ownReplyTopic], timeout: 5_000 });
-      await admin.deleteGroups([`shoal-gateway-${config.instanceId}`, `shoal-gateway-status-${config.instanceId}`]);
-    } catch (err) {
-      log.warn({ err }, "could not delete this replica's reply topic and consumer groups");
-    }
-    await admin.disconnect();
+    await stopSteps(log, [
+      ["refuse new calls", () => {
+        health.setAll(Serving.NOT_SERVING);
+        probe.stop();
+        lagMonitor?.stop();
+      }],
+      ["drain in-flight calls", async () => {
+        const inFlight = pending.size;
+        const drained = await pending.drained(config.drainGraceMs);
+        log.info({ inFlight, drained }, "in-flight calls drained");
+      }],
+      ["close the server", () => server?.close()],
+      ["stop the reply consumer", () => replies.stop()],
+      ["stop the cluster-state consumer", () => cluster.stop()],
+      ["stop the job producer", () => producer.stop()],
+      ["delete this replica's reply topic and groups", async () => {
+        try {
+          await admin.deleteTopics({ topics: [ownReplyTopic], timeout: 5_000 });
+          await admin.deleteGroups([`shoal-gateway-${config.instanceId}`, `shoal-gateway-status-${config.instanceId}`]);
+        } catch (err) {
+          // Not a failed stop: the topic ages out (retention) and the groups expire with their offsets.
+          log.warn({ err }, "could not delete this replica's reply topic and consumer groups");
+        }
+      }],
+      ["disconnect the admin client", () => admin.disconnect()],
+    ]);
     log.info("gateway stopped");
   }
 

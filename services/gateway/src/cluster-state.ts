@@ -1,5 +1,5 @@
-import type { Consumer, Kafka } from "kafkajs";
-import { decodeStatus, RecordDecodeError, STATUS_TOPIC, type Logger } from "@shoal/common";
+import type { Kafka } from "kafkajs";
+import { createResilientConsumer, decodeStatus, RecordDecodeError, STATUS_TOPIC, type Logger } from "@shoal/common";
 import type { WorkerStatus } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 
 /** The live workers, as their status records say; read from the compacted status topic. */
@@ -27,35 +27,33 @@ export function isFresh(status: WorkerStatus, nowUnixMs: number): boolean {
 export function createClusterState(kafka: Kafka, logger: Logger, groupId: string): ClusterState {
   const log = logger.child({ component: "cluster-state" });
   const latest = new Map<string, WorkerStatus>();
-  let consumer: Consumer | undefined;
+  // Replaced if kafkajs gives up on it: otherwise the cluster view would freeze after an outage.
+  const consumer = createResilientConsumer(kafka, logger, {
+    component: "cluster-state",
+    consumerConfig: { groupId, sessionTimeout: 10_000, heartbeatInterval: 1_000, maxWaitTimeInMs: 500, allowAutoTopicCreation: false },
+    subscribe: (c) => c.subscribe({ topic: STATUS_TOPIC, fromBeginning: true }),
+    run: {
+      eachMessage: async ({ message }) => {
+        const key = message.key?.toString() ?? "";
+        if (!message.value || message.value.length === 0) {
+          latest.delete(key);
+          return;
+        }
+        try {
+          const status = decodeStatus(message.value);
+          const known = latest.get(status.workerId);
+          if (!known || known.updatedUnixMs <= status.updatedUnixMs) latest.set(status.workerId, status);
+        } catch (err) {
+          if (!(err instanceof RecordDecodeError)) throw err;
+          log.warn({ err, offset: message.offset }, "skipping undecodable worker status");
+        }
+      },
+    },
+  });
 
   return {
-    async start() {
-      const c = kafka.consumer({ groupId, sessionTimeout: 10_000, heartbeatInterval: 1_000, maxWaitTimeInMs: 500, allowAutoTopicCreation: false });
-      consumer = c;
-      await c.connect();
-      await c.subscribe({ topic: STATUS_TOPIC, fromBeginning: true });
-      await c.run({
-        eachMessage: async ({ message }) => {
-          const key = message.key?.toString() ?? "";
-          if (!message.value || message.value.length === 0) {
-            latest.delete(key);
-            return;
-          }
-          try {
-            const status = decodeStatus(message.value);
-            const known = latest.get(status.workerId);
-            if (!known || known.updatedUnixMs <= status.updatedUnixMs) latest.set(status.workerId, status);
-          } catch (err) {
-            if (!(err instanceof RecordDecodeError)) throw err;
-            log.warn({ err, offset: message.offset }, "skipping undecodable worker status");
-          }
-        },
-      });
-    },
-    async stop() {
-      await consumer?.disconnect();
-    },
+    start: () => consumer.start(),
+    stop: () => consumer.stop(),
     workers(nowUnixMs = Date.now()) {
       return [...latest.values()].filter((s) => isFresh(s, nowUnixMs)).sort((a, b) => a.workerId.localeCompare(b.workerId));
     },

@@ -7,7 +7,8 @@ import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { createLogger, type CatalogModel } from "@shoal/common";
 import { EmbedResponseSchema, VectorEncoding, type EmbedRequest } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { hashApiKey } from "./api-keys.ts";
-import { ApiKeys, principalKey } from "./auth.ts";
+import { mapErrors } from "./app.ts";
+import { ApiKeys, principalKey, requireApiKey } from "./auth.ts";
 import { ModelNotFoundError } from "./errors.ts";
 import { createOpenAiEmbeddings, openAiErrorFrom } from "./openai-embeddings.ts";
 
@@ -21,6 +22,7 @@ describe("POST /v1/embeddings over a stand-in Embed (a test double of InferenceS
       seen.push(req);
       return (await outcome(req, ctx)) as never;
     },
+    interceptors: [mapErrors(createLogger("test", "silent"))],
     models: new Map([["m", MODEL]]),
     maxRequestBytes: 2_048,
     logger: createLogger("test", "silent"),
@@ -120,7 +122,8 @@ describe("POST /v1/embeddings with API keys (stand-in Embed; real HTTP server)",
     },
     models: new Map([["m", MODEL]]),
     maxRequestBytes: 2_048,
-    authenticate: (authorization) => keys.authenticate(authorization),
+    // The Connect routes' key check and error mapping (app.ts), as the gateway chains them.
+    interceptors: [mapErrors(createLogger("test", "silent")), requireApiKey(keys)],
     logger: createLogger("test", "silent"),
   });
   const server = http.createServer(handler);

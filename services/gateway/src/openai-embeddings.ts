@@ -1,27 +1,30 @@
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextValues, createHandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues, createHandlerContext, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
+import { invokeUnaryImplementation } from "@connectrpc/connect/protocol";
 import type { CatalogModel, Logger } from "@shoal/common";
 import { EmbedRequestSchema, EmbedResponseSchema, InferenceService, VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
-import { principalKey, type Principal } from "./auth.ts";
 import { toConnectError } from "./errors.ts";
+import { httpRoute, httpRouteKey } from "./http-route.ts";
 import { type Req, type Res, writeHead } from "./http-types.ts";
-
 
 /** The path OpenAI SDKs call for embeddings, with `baseURL` = `<gateway>/v1`. */
 export const OPENAI_EMBEDDINGS_PATH = "/v1/embeddings";
 
+/** The `method` label of the endpoint in `shoal_gateway_requests_total` and the latency histogram. */
+export const OPENAI_EMBEDDINGS_METHOD = "OpenAI.Embeddings";
+
 export interface OpenAiEmbeddingsDeps {
   /** The InferenceService implementation's Embed: the very function the Connect routes call. */
   readonly embed: ServiceImpl<typeof InferenceService>["embed"];
+  /**
+   * The interceptors of the Connect routes, outermost first (tracing, metrics, error mapping, API
+   * keys): the endpoint's calls run through the very same chain.
+   */
+  readonly interceptors: readonly Interceptor[];
   /** The catalog's models, to check `dimensions` against the model's. */
   readonly models: ReadonlyMap<string, CatalogModel>;
   /** Largest request body accepted (SHOAL_MAX_REQUEST_BYTES, as for Connect calls). */
   readonly maxRequestBytes: number;
-  /**
-   * The API key check the Connect routes use (`ApiKeys.authenticate`): the caller, or undefined
-   * when keys are off; throws the typed auth errors. Absent: no check.
-   */
-  readonly authenticate?: (authorization: string | undefined) => Principal | undefined;
   readonly logger: Logger;
 }
 
@@ -60,6 +63,8 @@ function errorType(status: number): string {
 
 /** The OpenAI error for a ConnectError: HTTP status from the Connect code, OpenAI's names. */
 export function openAiErrorFrom(err: ConnectError): OpenAiError {
+  // Not `instanceof`: ConnectError's Symbol.hasInstance accepts any ConnectError-shaped value.
+  if (OpenAiRequestError.prototype.isPrototypeOf(err)) return (err as OpenAiRequestError).openAi;
   const status = httpStatus[err.code] ?? 500;
   // Shoal's validation names `inputs[i]`; the OpenAI request calls the field `input`.
   const message = err.rawMessage.replace(/^inputs\b/, "input");
@@ -72,9 +77,18 @@ function invalid(message: string, param: string | null, code: string | null = "i
   return { status, message, type: "invalid_request_error", param, code };
 }
 
-class BodyError extends Error {
-  constructor(readonly error: OpenAiError) {
-    super(error.message);
+/**
+ * A request the endpoint refuses before Embed (wrong method, media type, body): a ConnectError
+ * with the code a Connect call would get, so the interceptors count and trace it like any refused
+ * call, carrying the exact OpenAI error to answer with.
+ */
+class OpenAiRequestError extends ConnectError {
+  constructor(
+    readonly openAi: OpenAiError,
+    code = Code.InvalidArgument,
+    metadata?: Record<string, string>,
+  ) {
+    super(openAi.message, code, metadata);
   }
 }
 
@@ -88,32 +102,33 @@ interface ParsedRequest {
 /** Validates an OpenAI `CreateEmbeddingRequest`; `user` and unknown fields are ignored. */
 export function parseEmbeddingsRequest(body: unknown): ParsedRequest {
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    throw new BodyError(invalid("request body must be a JSON object", null));
+    throw new OpenAiRequestError(invalid("request body must be a JSON object", null));
   }
   const b = body as Record<string, unknown>;
-  if (typeof b["model"] !== "string" || b["model"] === "") throw new BodyError(invalid("model: required string", "model"));
+  if (typeof b["model"] !== "string" || b["model"] === "") throw new OpenAiRequestError(invalid("model: required string", "model"));
   const input = b["input"];
   let inputs: string[];
   if (typeof input === "string") inputs = [input];
   else if (Array.isArray(input) && input.every((x) => typeof x === "string")) inputs = input as string[];
   else if (Array.isArray(input) && input.every((x) => typeof x === "number" || Array.isArray(x))) {
-    throw new BodyError(invalid("input: token-id arrays are not supported; send text (a string or a list of strings)", "input"));
-  } else throw new BodyError(invalid("input: expected a string or a list of strings", "input"));
+    throw new OpenAiRequestError(invalid("input: token-id arrays are not supported; send text (a string or a list of strings)", "input"));
+  } else throw new OpenAiRequestError(invalid("input: expected a string or a list of strings", "input"));
   const format = b["encoding_format"] ?? "float";
   if (format !== "float" && format !== "base64") {
-    throw new BodyError(invalid(`encoding_format: expected "float" or "base64"`, "encoding_format"));
+    throw new OpenAiRequestError(invalid(`encoding_format: expected "float" or "base64"`, "encoding_format"));
   }
   const dims = b["dimensions"] ?? undefined;
   if (dims !== undefined && (typeof dims !== "number" || !Number.isInteger(dims) || dims < 1)) {
-    throw new BodyError(invalid("dimensions: expected a positive integer", "dimensions"));
+    throw new OpenAiRequestError(invalid("dimensions: expected a positive integer", "dimensions"));
   }
   return { model: b["model"], inputs, base64: format === "base64", dimensions: dims };
 }
 
 /** Reads the whole body, refusing it past `limit` bytes. */
 async function readBody(req: Req, limit: number): Promise<Buffer> {
-  const tooLarge = (): BodyError =>
-    new BodyError(invalid(`request body exceeds the limit of ${limit} bytes`, null, "request_too_large", 413));
+  // A Connect call over SHOAL_MAX_REQUEST_BYTES is ResourceExhausted too.
+  const tooLarge = (): OpenAiRequestError =>
+    new OpenAiRequestError(invalid(`request body exceeds the limit of ${limit} bytes`, null, "request_too_large", 413), Code.ResourceExhausted);
   const declared = Number(req.headers["content-length"] ?? "0");
   if (declared > limit) throw tooLarge();
   const chunks: Buffer[] = [];
@@ -149,7 +164,7 @@ function sendError(req: Req, res: Res, e: OpenAiError, headers: Record<string, s
 function sendConnectError(req: Req, res: Res, err: ConnectError): void {
   // Backpressure hints travel as headers, which OpenAI SDKs already honour when retrying.
   const headers: Record<string, string> = {};
-  for (const name of ["retry-after", "retry-after-ms", "www-authenticate"]) {
+  for (const name of ["retry-after", "retry-after-ms", "www-authenticate", "allow"]) {
     const v = err.metadata.get(name);
     if (v !== null) headers[name] = v;
   }
@@ -166,88 +181,96 @@ function webHeaders(req: Req): Headers {
   return h;
 }
 
+/** Checks the HTTP request and parses its body; throws OpenAiRequestError. */
+async function readRequest(req: Req, deps: OpenAiEmbeddingsDeps): Promise<ParsedRequest> {
+  if (req.method !== "POST") throw new OpenAiRequestError(invalid("use POST", null, "method_not_allowed", 405), Code.InvalidArgument, { allow: "POST" });
+  const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase();
+  if (type !== "application/json") {
+    throw new OpenAiRequestError(invalid("content-type must be application/json", null, "unsupported_media_type", 415));
+  }
+  const encoding = req.headers["content-encoding"];
+  if (encoding !== undefined && encoding !== "identity") {
+    throw new OpenAiRequestError(invalid(`content-encoding ${encoding} is not supported`, null, "unsupported_media_type", 415));
+  }
+  const raw = await readBody(req, deps.maxRequestBytes);
+  let body: unknown;
+  try {
+    body = JSON.parse(raw.toString("utf8"));
+  } catch {
+    throw new OpenAiRequestError(invalid("request body is not valid JSON", null));
+  }
+  const parsed = parseEmbeddingsRequest(body);
+  const model = deps.models.get(parsed.model);
+  if (model && parsed.dimensions !== undefined && parsed.dimensions !== model.spec.dimensions) {
+    throw new OpenAiRequestError(
+      invalid(`dimensions: model '${model.id}' returns ${model.spec.dimensions} dimensions; shortening to ${parsed.dimensions} is not supported`, "dimensions"),
+    );
+  }
+  return parsed;
+}
+
 /**
- * `POST /v1/embeddings`, OpenAI-compatible: answers through the InferenceService's own Embed, so
- * validation, deadlines, the queue and error codes are the Connect API's.
+ * `POST /v1/embeddings`, OpenAI-compatible: a call of the InferenceService's Embed through the
+ * interceptors of the Connect routes, so the API key check, the SERVER span, the request metrics,
+ * the error mapping, validation, deadlines and the queue are exactly Embed's. What is left here is
+ * the translation: OpenAI request → EmbedRequest, EmbedResponse → OpenAI response, ConnectError →
+ * OpenAI error body and HTTP status.
+ *
+ * The chain is entered before the body is read, so an unknown caller is refused before it costs
+ * a body; the EmbedRequest the interceptors see is filled once the body is parsed (they read its
+ * model and lane when the call ends). Requests refused before Embed (method, media type, size,
+ * JSON) fail inside the chain, counted and traced like any refused call.
  */
 export function createOpenAiEmbeddings(deps: OpenAiEmbeddingsDeps): (req: Req, res: Res) => void {
   const log = deps.logger.child({ component: "openai" });
+  const interceptors = [...deps.interceptors];
 
   async function serve(req: Req, res: Res): Promise<void> {
-    // The key is checked before anything is read, so an unknown caller costs no body.
-    let principal: Principal | undefined;
-    try {
-      principal = deps.authenticate?.(req.headers["authorization"]);
-    } catch (err) {
-      return sendConnectError(req, res, toConnectError(err));
-    }
-    if (req.method !== "POST") return sendError(req, res, invalid("use POST", null, "method_not_allowed", 405), { allow: "POST" });
-    const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase();
-    if (type !== "application/json") {
-      return sendError(req, res, invalid("content-type must be application/json", null, "unsupported_media_type", 415));
-    }
-    const encoding = req.headers["content-encoding"];
-    if (encoding !== undefined && encoding !== "identity") {
-      return sendError(req, res, invalid(`content-encoding ${encoding} is not supported`, null, "unsupported_media_type", 415));
-    }
-    let parsed: ParsedRequest;
-    try {
-      const raw = await readBody(req, deps.maxRequestBytes);
-      let body: unknown;
-      try {
-        body = JSON.parse(raw.toString("utf8"));
-      } catch {
-        throw new BodyError(invalid("request body is not valid JSON", null));
-      }
-      parsed = parseEmbeddingsRequest(body);
-    } catch (err) {
-      if (err instanceof BodyError) return sendError(req, res, err.error);
-      throw err;
-    }
-    const model = deps.models.get(parsed.model);
-    if (model && parsed.dimensions !== undefined && parsed.dimensions !== model.spec.dimensions) {
-      return sendError(
-        req,
-        res,
-        invalid(`dimensions: model '${model.id}' returns ${model.spec.dimensions} dimensions; shortening to ${parsed.dimensions} is not supported`, "dimensions"),
-      );
-    }
-
     const aborted = new AbortController();
     res.once("close", () => {
       if (!res.writableFinished) aborted.abort(new ConnectError("client went away", Code.Canceled));
     });
+    // The span and metrics name the call by its route; its status is the one this route answers with.
+    const route = httpRoute(req, OPENAI_EMBEDDINGS_PATH, OPENAI_EMBEDDINGS_METHOD, (err) =>
+      aborted.signal.aborted ? undefined : err === undefined ? 200 : openAiErrorFrom(err).status,
+    );
     const ctx = createHandlerContext({
       service: InferenceService,
       method: InferenceService.method.embed,
       protocolName: "openai",
-      requestMethod: "POST",
+      requestMethod: req.method ?? "POST",
       url: req.url ?? OPENAI_EMBEDDINGS_PATH,
       requestSignal: aborted.signal,
       requestHeader: webHeaders(req),
-      contextValues: createContextValues().set(principalKey, principal),
+      contextValues: createContextValues().set(httpRouteKey, route),
     });
+    let base64 = false;
+    const request = create(EmbedRequestSchema);
+    const embed: ServiceImpl<typeof InferenceService>["embed"] = async (message, callCtx) => {
+      const parsed = await readRequest(req, deps);
+      base64 = parsed.base64;
+      // Raw bytes are what the worker produced: no float list to build, and base64 is a copy.
+      Object.assign(message, create(EmbedRequestSchema, { model: parsed.model, inputs: parsed.inputs, options: { encoding: VectorEncoding.FLOAT32_LE } }));
+      return deps.embed(message, callCtx);
+    };
     try {
-      const request = create(EmbedRequestSchema, {
-        model: parsed.model,
-        inputs: parsed.inputs,
-        // Raw bytes are what the worker produced: no float list to build, and base64 is a copy.
-        options: { encoding: VectorEncoding.FLOAT32_LE },
-      });
-      const out = create(EmbedResponseSchema, await deps.embed(request, ctx));
+      // What Connect's own handler does with a decoded request: the same interceptors, then Embed.
+      const out = create(
+        EmbedResponseSchema,
+        await invokeUnaryImplementation({ kind: "unary", method: InferenceService.method.embed, impl: embed }, ctx, request, interceptors),
+      );
       const data = out.embeddings.map((e) => ({
         object: "embedding",
         index: e.index,
-        embedding: parsed.base64 ? Buffer.from(e.float32Le).toString("base64") : float32LeToNumbers(e.float32Le),
+        embedding: base64 ? Buffer.from(e.float32Le).toString("base64") : float32LeToNumbers(e.float32Le),
       }));
       const usage = { prompt_tokens: out.usage?.promptTokens ?? 0, total_tokens: out.usage?.totalTokens ?? 0 };
       const headers: Record<string, string> = {};
       ctx.responseHeader.forEach((v, k) => (headers[k] = v));
       sendJson(req, res, 200, { object: "list", data, model: out.model, usage }, headers);
     } catch (err) {
-      const mapped = toConnectError(err);
-      if (mapped.code === Code.Internal) log.error({ err }, "internal error");
-      sendConnectError(req, res, mapped);
+      // Already mapped by the chain's mapErrors; mapped again for a chain without it (tests).
+      sendConnectError(req, res, toConnectError(err));
     } finally {
       ctx.abort();
     }

@@ -1,6 +1,6 @@
-import type { Consumer, EachBatchPayload, Kafka } from "kafkajs";
+import type { EachBatchPayload, Kafka } from "kafkajs";
 import { SpanKind, SpanStatusCode } from "@opentelemetry/api";
-import { Attr, contextFromHeaders, decodeResult, RecordDecodeError, shoalTracer, type Logger } from "@shoal/common";
+import { Attr, contextFromHeaders, createResilientConsumer, decodeResult, RecordDecodeError, shoalTracer, type Logger } from "@shoal/common";
 import type { JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import type { SettleOutcome } from "./pending-jobs.ts";
 
@@ -26,8 +26,6 @@ export interface ReplyConsumerOptions {
  */
 export function createReplyConsumer(kafka: Kafka, logger: Logger, opts: ReplyConsumerOptions): ReplyConsumer {
   const log = logger.child({ component: "reply-consumer" });
-  let consumer: Consumer | undefined;
-  let running = false;
 
   async function eachBatch({ batch, heartbeat }: EachBatchPayload): Promise<void> {
     let dropped = 0;
@@ -67,57 +65,16 @@ export function createReplyConsumer(kafka: Kafka, logger: Logger, opts: ReplyCon
     await heartbeat();
   }
 
-  /** Creates a consumer, joins the group and reads; resolves on the first join. */
-  async function join(joinTimeoutMs: number): Promise<void> {
-    const c = kafka.consumer({
-      groupId: opts.groupId,
-      sessionTimeout: 10_000,
-      heartbeatInterval: 1_000,
-      maxWaitTimeInMs: 500,
-      allowAutoTopicCreation: false,
-    });
-    consumer = c;
-    let timer: NodeJS.Timeout | undefined;
-    const joined = new Promise<void>((resolve, reject) => {
-      timer = setTimeout(() => reject(new Error(`reply consumer did not join its group within ${joinTimeoutMs} ms`)), joinTimeoutMs);
-      c.on(c.events.GROUP_JOIN, () => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
-    // kafkajs stops for good after a long broker outage; replace the consumer so replies flow again.
-    c.on(c.events.CRASH, (e) => {
-      if (e.payload.restart || !running || consumer !== c) return;
-      log.error({ err: e.payload.error }, "reply consumer crashed for good; replacing it");
-      setTimeout(() => void replace(c), 1_000);
-    });
-    await c.connect();
-    // The topic was created by this replica just before: reading it from the start loses nothing.
-    await c.subscribe({ topic: opts.topic, fromBeginning: true });
-    await c.run({ eachBatchAutoResolve: true, eachBatch });
-    await joined;
-  }
+  // The topic was created by this replica just before: reading it from the start loses nothing.
+  // kafkajs stops for good after a long broker outage; the factory replaces the consumer then.
+  const consumer = createResilientConsumer(kafka, logger, {
+    component: "reply-consumer",
+    consumerConfig: { groupId: opts.groupId, sessionTimeout: 10_000, heartbeatInterval: 1_000, maxWaitTimeInMs: 500, allowAutoTopicCreation: false },
+    subscribe: (c) => c.subscribe({ topic: opts.topic, fromBeginning: true }),
+    run: { eachBatchAutoResolve: true, eachBatch },
+    startWhen: "joined",
+    joinTimeoutMs: opts.joinTimeoutMs ?? 30_000,
+  });
 
-  async function replace(old: Consumer): Promise<void> {
-    if (!running || consumer !== old) return;
-    await old.disconnect().catch(() => undefined);
-    try {
-      await join(30_000);
-    } catch (err) {
-      log.warn({ err }, "reply consumer could not rejoin; retrying");
-      setTimeout(() => void replace(consumer ?? old), 1_000);
-    }
-  }
-
-  return {
-    async start() {
-      running = true;
-      await join(opts.joinTimeoutMs ?? 30_000);
-    },
-    async stop() {
-      if (!running) return;
-      running = false;
-      await consumer?.disconnect();
-    },
-  };
+  return { start: () => consumer.start(), stop: () => consumer.stop() };
 }

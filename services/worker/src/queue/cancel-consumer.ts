@@ -1,11 +1,22 @@
-import { randomBytes } from "node:crypto";
-import type { Consumer, Kafka } from "kafkajs";
-import { decodeCancel, RecordDecodeError, type Logger } from "@shoal/common";
+import type { Kafka } from "kafkajs";
+import { createResilientConsumer, decodeCancel, RecordDecodeError, type Logger } from "@shoal/common";
 import type { CancelSet } from "./cancel-set.ts";
+
+/** The cancel topic's consumer group of one worker: one per worker id, never a fresh one per start. */
+export function cancelGroupId(workerId: string): string {
+  return `shoal-cancel-${workerId}`;
+}
 
 /**
  * Reads the pool's cancel topic as a group of one (every worker sees every cancel), from the
  * latest offset: a cancel older than this worker concerns jobs another worker already had.
+ *
+ * The group is this worker's alone and must not outlive it. Its id is stable per worker id (a
+ * restart under the same id reuses it), it never commits an offset (so every start reads from the
+ * latest offset, and an abandoned group holds no offsets: the broker removes it at its next
+ * offsets-retention sweep instead of keeping it for `offsets.retention.minutes`), and a clean stop
+ * deletes it at once. Replaced if kafkajs crashes it for good, so cancels keep arriving after a
+ * long broker outage.
  */
 export function createCancelConsumer(
   kafka: Kafka,
@@ -13,36 +24,29 @@ export function createCancelConsumer(
   opts: { topic: string; workerId: string; cancels: CancelSet },
 ): { start(): Promise<void>; stop(): Promise<void> } {
   const log = logger.child({ component: "cancel-consumer" });
-  const consumer: Consumer = kafka.consumer({
-    groupId: `shoal-cancel-${opts.workerId}-${randomBytes(4).toString("hex")}`,
-    sessionTimeout: 10_000,
-    heartbeatInterval: 1_000,
-    maxWaitTimeInMs: 250,
-    allowAutoTopicCreation: false,
+  const consumer = createResilientConsumer(kafka, logger, {
+    component: "cancel-consumer",
+    consumerConfig: {
+      groupId: cancelGroupId(opts.workerId),
+      sessionTimeout: 10_000,
+      heartbeatInterval: 1_000,
+      maxWaitTimeInMs: 250,
+      allowAutoTopicCreation: false,
+    },
+    subscribe: (c) => c.subscribe({ topic: opts.topic, fromBeginning: false }),
+    run: {
+      autoCommit: false,
+      eachMessage: async ({ message }) => {
+        try {
+          const cancel = decodeCancel(message.value);
+          opts.cancels.add(cancel.jobId, Number(cancel.deadlineUnixMs));
+        } catch (err) {
+          if (!(err instanceof RecordDecodeError)) throw err;
+          log.warn({ err }, "skipping undecodable cancel record");
+        }
+      },
+    },
+    deleteGroupOnStop: true,
   });
-  let running = false;
-  return {
-    async start() {
-      await consumer.connect();
-      await consumer.subscribe({ topic: opts.topic, fromBeginning: false });
-      running = true;
-      await consumer.run({
-        eachMessage: async ({ message }) => {
-          try {
-            const cancel = decodeCancel(message.value);
-            opts.cancels.add(cancel.jobId, Number(cancel.deadlineUnixMs));
-          } catch (err) {
-            if (!(err instanceof RecordDecodeError)) throw err;
-            log.warn({ err }, "skipping undecodable cancel record");
-          }
-        },
-      });
-    },
-    async stop() {
-      if (!running) return;
-      running = false;
-      await consumer.disconnect();
-      // The group was this worker's alone; nothing else will use it.
-    },
-  };
+  return { start: () => consumer.start(), stop: () => consumer.stop() };
 }

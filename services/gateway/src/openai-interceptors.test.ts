@@ -11,10 +11,13 @@ import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { Attr, createLogger, shoalTracer, type CatalogModel } from "@shoal/common";
 import { EmbedResponseSchema, type EmbedRequest } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { hashApiKey } from "./api-keys.ts";
-import { ApiKeys, principalKey } from "./auth.ts";
+import { mapErrors } from "./app.ts";
+import { ApiKeys, principalKey, requireApiKey } from "./auth.ts";
 import { ModelNotFoundError } from "./errors.ts";
 import { createGatewayMetrics, type GatewayMetrics } from "./gateway-metrics.ts";
-import { createObservedOpenAiEmbeddings, OPENAI_EMBEDDINGS_METHOD } from "./openai-telemetry.ts";
+import { createOpenAiEmbeddings, OPENAI_EMBEDDINGS_METHOD } from "./openai-embeddings.ts";
+import { rpcMetrics } from "./rpc-metrics.ts";
+import { traceRpc } from "./rpc-tracing.ts";
 
 const MODEL = { id: "m", pool: "p", spec: { dimensions: 3 } } as unknown as CatalogModel;
 const KEY = "sk-acme-0123456789abcdef";
@@ -37,7 +40,7 @@ async function observed(metrics: GatewayMetrics): Promise<number> {
   return v.reduce((n, x) => n + x.value, 0);
 }
 
-describe("POST /v1/embeddings: SERVER span and request metrics (in-memory exporter, stand-in Embed, real HTTP server)", () => {
+describe("POST /v1/embeddings through the Connect routes' interceptors: SERVER span and request metrics (in-memory exporter, stand-in Embed, real HTTP server)", () => {
   const exporter = new InMemorySpanExporter();
   let metrics: GatewayMetrics;
   let outcome: (req: EmbedRequest, ctx: HandlerContext) => Promise<unknown>;
@@ -71,22 +74,26 @@ describe("POST /v1/embeddings: SERVER span and request metrics (in-memory export
     activeInEmbed = [];
     withKeys = false;
     metrics = createGatewayMetrics(() => 0);
-    handler = createObservedOpenAiEmbeddings(
-      {
-        embed: async (req, ctx) => {
-          activeInEmbed.push(trace.getActiveSpan());
-          ctx.values.get(principalKey)?.authorizeModel(req.model);
-          // What the real Embed does: a producer span from the active context.
-          shoalTracer().startSpan("send shoal.jobs.p.interactive", { kind: SpanKind.PRODUCER }).end();
-          return (await outcome(req, ctx)) as never;
-        },
-        models: new Map([["m", MODEL]]),
-        maxRequestBytes: 2_048,
-        authenticate: (authorization) => (withKeys ? keys.authenticate(authorization) : undefined),
-        logger: createLogger("test", "silent"),
+    const logger = createLogger("test", "silent");
+    handler = createOpenAiEmbeddings({
+      embed: async (req, ctx) => {
+        activeInEmbed.push(trace.getActiveSpan());
+        ctx.values.get(principalKey)?.authorizeModel(req.model);
+        // What the real Embed does: a producer span from the active context.
+        shoalTracer().startSpan("send shoal.jobs.p.interactive", { kind: SpanKind.PRODUCER }).end();
+        return (await outcome(req, ctx)) as never;
       },
-      { instanceId: "gw-test", metrics, isKnownModel: (id) => id === "m" },
-    );
+      // The gateway's chain (app.ts), in its order; the key check only while a test turns keys on.
+      interceptors: [
+        traceRpc("gw-test"),
+        rpcMetrics(metrics, (id) => id === "m"),
+        mapErrors(logger),
+        (next) => (req) => (withKeys ? requireApiKey(keys)(next)(req) : next(req)),
+      ],
+      models: new Map([["m", MODEL]]),
+      maxRequestBytes: 2_048,
+      logger,
+    });
     outcome = async (req) =>
       create(EmbedResponseSchema, {
         model: req.model,
