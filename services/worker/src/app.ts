@@ -9,6 +9,7 @@ import {
   retryTopic,
   SERVED_LANES,
   statusTopicSpec,
+  stopSteps,
   type Catalog,
   type Logger,
 } from "@shoal/common";
@@ -132,14 +133,13 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     log.info({ pool: pool.name, intake: intake.kind, resident, budgetBytes: config.memoryBudgetBytes, policy: config.residencyPolicy, httpPort }, "worker pulling jobs");
   }
 
-  /** Every step runs even when one before it fails; the first failure is rethrown at the end. */
   async function shutdown(): Promise<void> {
     intake.pause();
     probe.stop();
     status?.changed();
     const unfinished = await jobs.drain(config.drainGraceMs);
     log.info({ unfinished }, "in-flight jobs drained");
-    const steps: Array<[string, () => Promise<void> | void]> = [
+    await stopSteps(log, [
       ["intake", () => intake.stop()],
       ["cancel consumer", () => cancelConsumer.stop()],
       ["status publisher", () => status?.stop()],
@@ -148,17 +148,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
       ["admin", () => admin.disconnect()],
       ["models", () => fleet?.close()],
       ["http", () => http.close()],
-    ];
-    let firstError: unknown;
-    for (const [name, step] of steps) {
-      try {
-        await step();
-      } catch (err) {
-        log.error({ err, step: name }, "stop step failed");
-        firstError ??= err;
-      }
-    }
-    if (firstError !== undefined) throw firstError;
+    ]);
     log.info("worker stopped");
   }
 

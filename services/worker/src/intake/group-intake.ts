@@ -1,5 +1,5 @@
-import type { Consumer, EachBatchPayload, Kafka } from "kafkajs";
-import type { Logger } from "@shoal/common";
+import type { EachBatchPayload, Kafka } from "kafkajs";
+import { createResilientConsumer, type Logger } from "@shoal/common";
 import type { Delivery, IntakeHandler, JobIntake, Settlement } from "./intake.ts";
 import { OffsetTracker } from "./offset-tracker.ts";
 
@@ -11,9 +11,6 @@ export interface GroupIntakeOptions {
   /** Records behind the high watermark after each fetched batch, per partition. */
   readonly onLag?: (topic: string, partition: number, lag: number) => void;
 }
-
-/** Delay before a consumer that kafkajs gave up on is replaced. */
-const REPLACE_AFTER_MS = 1_000;
 
 /**
  * Consumer-group intake: a group member that pulls job records and hands them on at once, so
@@ -27,7 +24,6 @@ const REPLACE_AFTER_MS = 1_000;
 export function createGroupIntake(kafka: Kafka, logger: Logger, opts: GroupIntakeOptions): JobIntake {
   const log = logger.child({ component: "group-intake" });
   let handler: IntakeHandler | undefined;
-  let consumer: Consumer | undefined;
   // Trackers of the current group generation; replaced on every (re)join, because kafkajs then
   // resumes each partition from its committed offset.
   let trackers = new Map<string, OffsetTracker>();
@@ -35,8 +31,6 @@ export function createGroupIntake(kafka: Kafka, logger: Logger, opts: GroupIntak
   let capacityWaiters: Array<() => void> = [];
   let commitScheduled = false;
   let committing: Promise<void> = Promise.resolve();
-  let running = false;
-  let joinedGroup = false;
 
   function trackerFor(topic: string, partition: number): OffsetTracker {
     const key = `${topic}\u0000${partition}`;
@@ -53,6 +47,7 @@ export function createGroupIntake(kafka: Kafka, logger: Logger, opts: GroupIntak
       const [topic, partition] = key.split("\u0000") as [string, string];
       offsets.push({ topic, partition: Number(partition), offset: String(next) });
     }
+    const consumer = member.consumer;
     if (offsets.length === 0 || !consumer) return;
     try {
       await consumer.commitOffsets(offsets);
@@ -133,9 +128,9 @@ export function createGroupIntake(kafka: Kafka, logger: Logger, opts: GroupIntak
     await heartbeat();
   }
 
-  /** Creates a consumer, joins the group and starts pulling; resolves on the first join. */
-  async function join(): Promise<void> {
-    const c = kafka.consumer({
+  const member = createResilientConsumer(kafka, logger, {
+    component: "group-intake",
+    consumerConfig: {
       groupId: opts.groupId,
       sessionTimeout: opts.sessionTimeoutMs,
       heartbeatInterval: opts.heartbeatIntervalMs,
@@ -143,40 +138,20 @@ export function createGroupIntake(kafka: Kafka, logger: Logger, opts: GroupIntak
       maxWaitTimeInMs: 250,
       maxBytesPerPartition: 16 * 1024 * 1024,
       allowAutoTopicCreation: false,
-    });
-    consumer = c;
-    const joined = new Promise<void>((resolve) => {
-      c.on(c.events.GROUP_JOIN, (e) => {
-        trackers = new Map();
-        joinedGroup = true;
-        log.info({ assignment: e.payload.memberAssignment, memberId: e.payload.memberId }, "joined group");
-        resolve();
-      });
-    });
-    c.on(c.events.REBALANCING, () => (joinedGroup = false));
-    c.on(c.events.STOP, () => (joinedGroup = false));
-    c.on(c.events.CRASH, (e) => {
-      joinedGroup = false;
-      if (e.payload.restart || !running || consumer !== c) return;
-      log.error({ err: e.payload.error }, `consumer crashed for good; replacing it in ${REPLACE_AFTER_MS} ms`);
-      setTimeout(() => void replace(c), REPLACE_AFTER_MS);
-    });
-    await c.connect();
-    for (const topic of opts.topics) await c.subscribe({ topic, fromBeginning: true });
-    await c.run({ autoCommit: false, eachBatchAutoResolve: false, partitionsConsumedConcurrently: 64, eachBatch });
-    await joined;
-  }
-
-  async function replace(old: Consumer): Promise<void> {
-    if (!running || consumer !== old) return;
-    await old.disconnect().catch(() => undefined);
-    try {
-      await join();
-    } catch (err) {
-      log.warn({ err }, `could not rejoin; retrying in ${REPLACE_AFTER_MS} ms`);
-      setTimeout(() => void replace(consumer ?? old), REPLACE_AFTER_MS);
-    }
-  }
+    },
+    subscribe: (c) => c.subscribe({ topics: [...opts.topics], fromBeginning: true }),
+    run: { autoCommit: false, eachBatchAutoResolve: false, partitionsConsumedConcurrently: 64, eachBatch },
+    startWhen: "joined",
+    onGroupJoin: (e) => {
+      // kafkajs resumes each partition from its committed offset after a (re)join.
+      trackers = new Map();
+      log.info({ assignment: e.payload.memberAssignment, memberId: e.payload.memberId }, "joined group");
+    },
+    beforeStop: async () => {
+      await committing;
+      await commitNow();
+    },
+  });
 
   return {
     kind: "group",
@@ -184,22 +159,15 @@ export function createGroupIntake(kafka: Kafka, logger: Logger, opts: GroupIntak
       return inFlight;
     },
     get ready() {
-      return joinedGroup;
+      return member.joined;
     },
     async start(h) {
       handler = h;
-      running = true;
-      await join();
+      await member.start();
     },
     pause() {
-      consumer?.pause(opts.topics.map((topic) => ({ topic })));
+      member.pause(opts.topics);
     },
-    async stop() {
-      if (!running) return;
-      running = false;
-      await committing;
-      await commitNow();
-      await consumer?.disconnect();
-    },
+    stop: () => member.stop(),
   };
 }
