@@ -54,10 +54,15 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
       events.emit("joined", { memberId, memberEpoch });
     },
     assignment: (assignment, memberEpoch) => {
-      const partitions = [...assignment].flatMap(([id, ps]) => ps.map((partition) => ({ topic: cluster.topicById(id)?.name ?? id, partition })));
       metadataStale = true;
-      log?.info({ partitions, memberEpoch }, "kafka-share: assignment");
-      events.emit("assignment", { partitions, memberEpoch });
+      // The broker names topics by id: learn the names (and leaders) before telling anyone.
+      const unknown = [...assignment.keys()].some((id) => !cluster.topicById(id));
+      const named = unknown ? cluster.refreshMetadata(topics).catch((err: unknown) => problem(err as Error, "metadata refresh failed")) : Promise.resolve();
+      void named.then(() => {
+        const partitions = [...assignment].flatMap(([id, ps]) => ps.map((partition) => ({ topic: cluster.topicById(id)?.name ?? id, partition })));
+        log?.info({ partitions, memberEpoch }, "kafka-share: assignment");
+        events.emit("assignment", { partitions, memberEpoch });
+      });
     },
     epoch: (memberEpoch) => events.emit("memberEpoch", memberEpoch),
     problem,
