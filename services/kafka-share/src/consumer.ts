@@ -166,7 +166,15 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
       if (membership.assignment.size === 0) await waitForAssignment(maxWaitMs, signal);
       if (closed || signal?.aborted || membership.assignment.size === 0) return [];
       metrics.fetches++;
-      const byLeader = await partitionsByLeader();
+      let byLeader: Map<number, PartitionRef[]>;
+      try {
+        byLeader = await partitionsByLeader();
+      } catch (err) {
+        // No broker answers Metadata (an outage): report, pause briefly, let the caller loop on.
+        problem(err as Error, "metadata refresh failed; fetching nothing this time");
+        await new Promise((r) => setTimeout(r, Math.min(500, Math.max(0, deadline - Date.now()))));
+        return [];
+      }
       const leaders = [...byLeader.keys()];
       // maxRecords is a promise to the caller: split it across leaders (those beyond it wait a turn).
       const share = Math.max(1, Math.floor(maxRecords / Math.max(1, leaders.length)));
