@@ -9,11 +9,12 @@
 # replicated cluster (start its nodes together: the quorum needs a majority).
 #
 #   kafka.sh fetch|start|wait|stop|kill|status|reset|help
+#   kafka.sh share-group-config <group> [name=value ...]
 #
 # See README.md next to this file for the environment variables and paths.
 set -euo pipefail
 
-readonly KAFKA_VERSION=3.9.1 # keep in step with <kafka.version> in pom.xml
+readonly KAFKA_VERSION=4.4.0 # keep in step with <kafka.version> in pom.xml
 
 # Resolve our own folder so the script works from any cwd and via symlinks.
 SCRIPT_DIR="$(cd -- "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")" && pwd)"
@@ -57,7 +58,7 @@ readonly KAFKA_NODE_ID KAFKA_CONTROLLER_QUORUM KAFKA_CLUSTER_ID
 readonly PROPS="$KAFKA_DATA_DIR/server.properties"
 readonly PID_FILE="$KAFKA_DATA_DIR/kafka.pid"
 readonly OUT_FILE="$KAFKA_DATA_DIR/kafka.out"     # JVM stdout/stderr: crashes before log4j is up
-readonly SERVER_LOG="$KAFKA_DATA_DIR/server.log"  # log4j (see log4j.properties)
+readonly SERVER_LOG="$KAFKA_DATA_DIR/server.log"  # log4j 2 (see log4j2.properties)
 readonly META_FILE="$KAFKA_DATA_DIR/logs/meta.properties"
 
 log() { printf 'kafka:%s: %s\n' "$KAFKA_PORT" "$*" >&2; }
@@ -179,11 +180,14 @@ cmd_fetch() {
 
 # One-shot Kafka tool on the cached classpath. Client-style JVM flags: these
 # run for a second, so a quick start matters more than peak speed.
-storage_tool() {
+kafka_tool() {
+  local main="$1"
+  shift
   java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
-    -Dlog4j.configuration="file:$SCRIPT_DIR/tools-log4j.properties" \
-    -cp "$LIBS_DIR/*" kafka.tools.StorageTool "$@"
+    -Dlog4j2.configurationFile="$SCRIPT_DIR/tools-log4j2.properties" \
+    -cp "$LIBS_DIR/*" "$main" "$@"
 }
+storage_tool() { kafka_tool kafka.tools.StorageTool "$@"; }
 
 # server.properties is regenerated on every start so template edits apply;
 # the cluster id and data live in logs/, which is never rewritten.
@@ -226,7 +230,7 @@ launch() {
     -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
     -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
     "-Dkafka.logs.dir=$KAFKA_DATA_DIR"
-    "-Dlog4j.configuration=file:$SCRIPT_DIR/log4j.properties"
+    "-Dlog4j2.configurationFile=$SCRIPT_DIR/log4j2.properties"
     "${extra[@]}"
     -cp "$LIBS_DIR/*" kafka.Kafka "$PROPS"
   )
@@ -435,6 +439,34 @@ cmd_reset() {
   log "deleted $KAFKA_DATA_DIR"
 }
 
+# ------------------------------------------------------ share-group-config
+
+# Sets a share group's group-level configs (they exist before the group does,
+# so workers find them on their first join). Always sets
+# share.auto.offset.reset=earliest, because a new share group starts at the
+# latest offset and would skip jobs written before its first member joined;
+# further name=value pairs (share.record.lock.duration.ms,
+# share.delivery.count.limit, share.partition.max.record.locks, ...) are
+# passed on. The library (@shoal/kafka-share) does the same through
+# IncrementalAlterConfigs; this is the operator's way.
+cmd_share_group_config() {
+  local group="${1:-}"
+  [[ -n $group ]] || die "usage: kafka.sh share-group-config <group> [name=value ...]"
+  shift
+  local pair configs="share.auto.offset.reset=earliest"
+  for pair in "$@"; do
+    [[ $pair =~ ^[a-z][a-z0-9._-]*=[^,]+$ ]] || die "expected name=value (no commas), got '$pair'"
+    configs+=",$pair"
+  done
+  cmd_fetch
+  port_open "$KAFKA_PORT" || die "no broker on 127.0.0.1:$KAFKA_PORT"
+  kafka_tool org.apache.kafka.tools.ConfigCommand --bootstrap-server "127.0.0.1:$KAFKA_PORT" \
+    --entity-type groups --entity-name "$group" --alter --add-config "$configs" >&2 ||
+    die "ConfigCommand failed for group $group"
+  kafka_tool org.apache.kafka.tools.ConfigCommand --bootstrap-server "127.0.0.1:$KAFKA_PORT" \
+    --entity-type groups --entity-name "$group" --describe
+}
+
 usage() {
   cat <<EOF
 usage: $(basename -- "$0") <command>
@@ -446,6 +478,9 @@ usage: $(basename -- "$0") <command>
   kill    SIGKILL the broker at once (a crash, for outage tests; data is kept)
   status  print running / not running (exit 0 / 3)
   reset   stop and delete the data dir
+  share-group-config <group> [name=value ...]
+          set a share group's configs: share.auto.offset.reset=earliest and the
+          given ones (e.g. share.record.lock.duration.ms=5000)
 
 env: KAFKA_PORT=$KAFKA_PORT KAFKA_CONTROLLER_PORT=$KAFKA_CONTROLLER_PORT KAFKA_HEAP=$KAFKA_HEAP
      KAFKA_DATA_DIR=$KAFKA_DATA_DIR
@@ -466,6 +501,10 @@ main() {
     kill) cmd_kill ;;
     status) cmd_status ;;
     reset) cmd_reset ;;
+    share-group-config)
+      shift
+      cmd_share_group_config "$@"
+      ;;
     help | -h | --help) usage ;;
     *)
       usage >&2

@@ -1,0 +1,19 @@
+/**
+ * @shoal/kafka-share: a Kafka share-group (KIP-932) consumer for Node.js.
+ */
+export { createShareConsumer } from "./consumer.ts";
+export { alterShareGroupConfig, describeShareGroup, type AdminOptions, type ShareGroupDescription } from "./admin.ts";
+export type { ShareGroupConfig } from "./group-config.ts";
+export { AcknowledgeError, ConsumerClosedError, KafkaProtocolError } from "./errors.ts";
+export type { AcknowledgeResult } from "./fetcher.ts";
+export type { ShareRecord } from "./records.ts";
+export type {
+  AcknowledgeType,
+  FetchOptions,
+  ShareConsumer,
+  ShareConsumerEvents,
+  ShareConsumerLogger,
+  ShareConsumerMetrics,
+  ShareConsumerOptions,
+  TopicPartition,
+} from "./types.ts";
