@@ -19,7 +19,10 @@ export interface ClusterOptions {
   readonly modelDirs?: readonly string[];
   /** Extra catalog fields for every model, e.g. `{ memory: "10MiB" }`. */
   readonly modelFields?: Readonly<Record<string, string>>;
+  /** Partitions of the pool's jobs topics (default: 1 with share intake, 4 with group intake). */
   readonly partitions?: number;
+  /** How workers take jobs (default `SHOAL_TEST_INTAKE`, else `share`). */
+  readonly intake?: "share" | "group";
   readonly gatewayEnv?: Record<string, string>;
   readonly workerEnv?: Record<string, string>;
   /** Bootstrap brokers (default: the test run's broker, KAFKA_BROKERS). */
@@ -38,10 +41,16 @@ export interface TestCluster {
   stop(): Promise<void>;
 }
 
+/** The intake e2e clusters use unless a test picks one: `SHOAL_TEST_INTAKE=group npm test` runs the suite on consumer groups. */
+export function testIntake(): "share" | "group" {
+  return process.env["SHOAL_TEST_INTAKE"] === "group" ? "group" : "share";
+}
+
 /** Writes a catalog serving the given presets in one uniquely named pool. */
 export async function writeCatalog(
   presets: readonly string[],
   partitions: number,
+  intake: "share" | "group" = testIntake(),
   modelFields: Readonly<Record<string, string>> = {},
   modelDirs: readonly string[] = [],
 ): Promise<{ path: string; pool: string; dirs: string[] }> {
@@ -51,14 +60,15 @@ export async function writeCatalog(
   const path = join(dir, "catalog.yaml");
   const extra = Object.entries(modelFields).map(([k, v]) => `\n    ${k}: ${v}`).join("");
   const models = dirs.map((d) => `  - path: ${JSON.stringify(d)}\n    pool: ${pool}${extra}`).join("\n");
-  await writeFile(path, `pools:\n  ${pool}:\n    partitions: ${partitions}\nmodels:\n${models}\n`);
+  await writeFile(path, `pools:\n  ${pool}:\n    intake: ${intake}\n    partitions: ${partitions}\nmodels:\n${models}\n`);
   return { path, pool, dirs };
 }
 
 /** Starts gateways and workers as separate processes against the test broker. */
 export async function startCluster(opts: ClusterOptions = {}): Promise<TestCluster> {
   const presets = opts.presets ?? ["tiny"];
-  const { path: catalogPath, pool } = await writeCatalog(presets, opts.partitions ?? 4, opts.modelFields, opts.modelDirs);
+  const intake = opts.intake ?? testIntake();
+  const { path: catalogPath, pool } = await writeCatalog(presets, opts.partitions ?? (intake === "share" ? 1 : 4), intake, opts.modelFields, opts.modelDirs);
   const common = { KAFKA_BROKERS: opts.brokers ?? kafkaBrokers(), SHOAL_CATALOG: catalogPath };
   const workers: ServiceProcess[] = [];
   const gateways: ServiceProcess[] = [];

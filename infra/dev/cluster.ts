@@ -42,7 +42,7 @@ if (!catalog) {
   step(pretrained ? "default model: all-MiniLM-L6-v2 (pretrained)" : `default model (generated preset '${preset ?? "mini"}')`);
   const dir = pretrained ?? (await ensureModel(preset ?? "mini", { onResult: (built) => console.error(built ? "generated" : "cached") }));
   catalog = join(runDir, "catalog.yaml");
-  await writeFile(catalog, `# Written by npm start.\npools:\n  default:\n    partitions: 8\nmodels:\n  - path: ${JSON.stringify(dir)}\n    pool: default\n`);
+  await writeFile(catalog, `# Written by npm start.\npools:\n  default:\n    intake: share\nmodels:\n  - path: ${JSON.stringify(dir)}\n    pool: default\n`);
   console.error(`model ${dir}\ncatalog ${catalog}`);
 }
 

@@ -6,9 +6,24 @@ import { isJsonObject } from "./json.ts";
 import { readModelDir, type ModelSpec } from "./model-manifest.ts";
 
 /** A pool of workers: one consumer group over its own jobs topics. */
+/**
+ * How a pool's workers take jobs: `share` — one shared queue, any idle worker takes any waiting
+ * job (a Kafka share group); `group` — a consumer group, each partition owned by one worker.
+ */
+export type IntakeKind = "share" | "group";
+export const INTAKE_KINDS: readonly IntakeKind[] = ["share", "group"];
+
 export interface PoolSpec {
   readonly name: string;
-  /** Partitions of each of the pool's jobs topics: the most workers that can share the pool. */
+  /** How the pool's workers take jobs (default `share`). */
+  readonly intake: IntakeKind;
+  /**
+   * Partitions of each of the pool's jobs topics. In a consumer group, the most workers that can
+   * share the pool. In a share group, every member of a partition competes for its records, but
+   * Kafka's assignor hashes each member to one partition when there are more partitions than
+   * members, so a share pool wants no more partitions than workers (default 1: one partition
+   * takes tens of thousands of jobs a second).
+   */
   readonly partitions: number;
 }
 
@@ -47,7 +62,7 @@ export class CatalogError extends Error {
 }
 
 const DEFAULT_POOL = "default";
-const DEFAULT_PARTITIONS = 8;
+const DEFAULT_PARTITIONS: Record<IntakeKind, number> = { share: 1, group: 8 };
 const NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
 function parseBatching(raw: unknown, where: string, problems: string[]): ModelBatching {
@@ -91,7 +106,7 @@ export function parseByteSize(value: unknown): number | null {
  *
  * ```yaml
  * pools:
- *   default: { partitions: 8 }
+ *   default: { intake: share }       # or group; partitions: 1 (share) / 8 (group) by default
  * models:
  *   - path: ${SHOAL_MODELS}/minilm   # a Shoal model directory (relative to this file)
  *     id: my-embedder                # optional, defaults to the manifest's id
@@ -124,11 +139,14 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
     for (const [name, raw] of Object.entries(rawPools)) {
       const where = `${file}: pools.${name}`;
       if (!NAME.test(name)) problems.push(`${where}: name must match ${NAME}`);
-      const partitions = isJsonObject(raw) ? (raw["partitions"] ?? DEFAULT_PARTITIONS) : DEFAULT_PARTITIONS;
+      const rawIntake = isJsonObject(raw) ? (raw["intake"] ?? "share") : "share";
+      const intake: IntakeKind = INTAKE_KINDS.find((k) => k === rawIntake) ?? "share";
+      if (intake !== rawIntake) problems.push(`${where}.intake: expected one of ${INTAKE_KINDS.join(", ")} (got ${JSON.stringify(rawIntake)})`);
+      const partitions = isJsonObject(raw) ? (raw["partitions"] ?? DEFAULT_PARTITIONS[intake]) : DEFAULT_PARTITIONS[intake];
       if (!Number.isInteger(partitions) || (partitions as number) < 1 || (partitions as number) > 1024) {
         problems.push(`${where}.partitions: expected an integer in 1..1024`);
       }
-      pools.set(name, Object.freeze({ name, partitions: Number(partitions) }));
+      pools.set(name, Object.freeze({ name, intake, partitions: Number(partitions) }));
     }
   }
 

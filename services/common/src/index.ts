@@ -10,7 +10,7 @@ export { isLaneName, jobsTopic, laneFromName, laneName, LANE_NAMES, SERVED_LANES
 export { encodeEnvelope, decodeEnvelope, encodeResult, decodeResult, encodeCancel, decodeCancel, encodeStatus, decodeStatus, RecordDecodeError } from "./codec.ts";
 export { createBatchingProducer, ProducerClosedError, type BatchingProducer } from "./batching-producer.ts";
 export { vectorsToBytes, bytesToVectors } from "./vectors.ts";
-export { loadCatalog, CatalogError, parseByteSize, type Catalog, type CatalogModel, type ModelBatching, type PoolSpec } from "./catalog.ts";
+export { loadCatalog, CatalogError, parseByteSize, type Catalog, type CatalogModel, type ModelBatching, type PoolSpec, type IntakeKind, INTAKE_KINDS } from "./catalog.ts";
 export { readModelDir, ModelLoadError, type ModelSpec, type ModelTask } from "./model-manifest.ts";
 export { Attr, SpanName } from "./telemetry/attributes.ts";
 export { startTracing, shoalTracer, traceHeaders, contextFromHeaders, type Tracing } from "./telemetry/tracing.ts";

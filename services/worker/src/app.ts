@@ -3,11 +3,8 @@ import {
   createKafka,
   createKafkaProbe,
   ensureTopics,
-  jobsTopic,
   loadCatalog,
   poolTopicSpecs,
-  retryTopic,
-  SERVED_LANES,
   statusTopicSpec,
   stopSteps,
   type Catalog,
@@ -16,7 +13,8 @@ import {
 import { systemClock } from "./batching/clock.ts";
 import { ComputeGate } from "./batching/compute-gate.ts";
 import type { WorkerConfig } from "./config.ts";
-import { createGroupIntake } from "./intake/group-intake.ts";
+import { createIntake, poolGroupId } from "./intake/create-intake.ts";
+import type { JobIntake } from "./intake/intake.ts";
 import { createJobLifecycle } from "./jobs/job-lifecycle.ts";
 import { createCancelConsumer } from "./queue/cancel-consumer.ts";
 import { CancelSet } from "./queue/cancel-set.ts";
@@ -45,23 +43,16 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   const admin = kafka.admin();
   const sink = createResultSink(kafka, logger, config.workerId);
   const router = createRetryRouter(kafka, logger, { pool: config.pool, workerId: config.workerId, maxAttempts: config.maxAttempts });
-  const groupId = `shoal-pool-${config.pool}`;
+  const groupId = poolGroupId(config.pool);
   const cancels = new CancelSet(100_000, 10 * 60_000);
   const cancelConsumer = createCancelConsumer(kafka, logger, { topic: cancelTopic(config.pool), workerId: config.workerId, cancels });
   // Inference capacity shared by every resident model: interactive runs first, then round-robin across models.
   const gate = new ComputeGate(config.inferenceThreads, { interactiveReserve: config.interactiveReserve });
-  const metrics = createWorkerMetrics(() => intake.inFlight);
+  const metrics = createWorkerMetrics(() => intake?.inFlight ?? 0);
   const probe = createKafkaProbe(admin, {
     intervalMs: 1_000,
     timeoutMs: 2_000,
     onChange: (reachable) => log.warn({ reachable }, reachable ? "Kafka reachable again" : "Kafka unreachable"),
-  });
-  const intake = createGroupIntake(kafka, logger, {
-    groupId,
-    topics: [...SERVED_LANES.map((lane) => jobsTopic(config.pool, lane)), retryTopic(config.pool)],
-    sessionTimeoutMs: config.sessionTimeoutMs,
-    heartbeatIntervalMs: config.heartbeatIntervalMs,
-    onLag: (topic, partition, lag) => metrics.consumerLag.set({ topic, partition: String(partition) }, lag),
   });
   const startedUnixMs = Date.now();
   const startedMonoMs = systemClock.now();
@@ -70,12 +61,25 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   let status: StatusPublisher | undefined;
   let stopping: Promise<void> | undefined;
   let preloaded = false;
+  let intake: JobIntake | undefined;
+  let shareIntake = false;
 
   const jobs = createJobLifecycle({
     pool: config.pool,
     workerId: config.workerId,
     groupId,
     maxInFlight: config.maxInFlightJobs,
+    // A shared queue: take jobs only as fast as they can start; a crashing job stops at the
+    // broker's delivery limit (one short, so it is dead-lettered with its reason, not dropped).
+    get prefetchTokens() {
+      return shareIntake ? config.prefetchTokens : undefined;
+    },
+    get maxDeliveries() {
+      return shareIntake ? config.shareDeliveryLimit - 1 : undefined;
+    },
+    get releaseRedelivers() {
+      return shareIntake;
+    },
     model: (id) => catalog?.models.get(id),
     fleet: {
       tryAcquire: (model) => fleet!.tryAcquire(model),
@@ -91,7 +95,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
 
   const http = createWorkerHttp(metrics.registry, () => {
     if (!preloaded) return { ready: false, reason: "loading start-up models" };
-    if (!intake.ready) return { ready: false, reason: `not taking jobs (${intake.kind} intake not joined)` };
+    if (!intake?.ready) return { ready: false, reason: `not taking jobs (${intake?.kind ?? "no"} intake not joined)` };
     if (!probe.reachable) return { ready: false, reason: "Kafka unreachable" };
     if (stopping) return { ready: false, reason: "draining" };
     const resident = fleet?.residency.snapshot().filter((m) => m.state === "resident").length ?? 0;
@@ -122,11 +126,13 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
           startedUnixMs,
           startedMonoMs,
           residency: () => fleet?.residency,
-          inFlightJobs: () => intake.inFlight,
+          inFlightJobs: () => intake?.inFlight ?? 0,
           draining: () => stopping !== undefined,
         }),
     });
     await status.start();
+    intake = createIntake({ kafka, config, pool, metrics, logger });
+    shareIntake = intake.kind === "share";
     await intake.start(jobs);
     probe.start();
     const resident = fleet.residency.snapshot().filter((m) => m.state === "resident").map((m) => m.model);
@@ -134,13 +140,13 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   }
 
   async function shutdown(): Promise<void> {
-    intake.pause();
+    intake?.pause();
     probe.stop();
     status?.changed();
     const unfinished = await jobs.drain(config.drainGraceMs);
     log.info({ unfinished }, "in-flight jobs drained");
     await stopSteps(log, [
-      ["intake", () => intake.stop()],
+      ["intake", () => intake?.stop()],
       ["cancel consumer", () => cancelConsumer.stop()],
       ["status publisher", () => status?.stop()],
       ["retry router", () => router.stop()],

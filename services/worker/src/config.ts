@@ -1,5 +1,5 @@
 import { availableParallelism, hostname, totalmem } from "node:os";
-import { EnvReader, parseByteSize, readKafkaSettings, type KafkaSettings } from "@shoal/common";
+import { EnvReader, INTAKE_KINDS, parseByteSize, readKafkaSettings, type IntakeKind, type KafkaSettings } from "@shoal/common";
 import { DEFAULT_BATCH_MAX_TOKENS } from "./batching/batcher.ts";
 
 /** The worker's whole configuration, validated once at start. */
@@ -52,6 +52,17 @@ export interface WorkerConfig {
   readonly perCallOverheadTokens: number;
   /** Records pulled but not answered; past this the worker stops fetching. */
   readonly maxInFlightJobs: number;
+  /** How this worker takes jobs; undefined: the pool's choice in the catalog (`share` by default). */
+  readonly intake: IntakeKind | undefined;
+  /** Share intake: how long a taken job stays locked to this worker before the broker gives it to another. */
+  readonly shareLockMs: number;
+  /** Share intake: deliveries of one job before it is given up (dead-lettered). */
+  readonly shareDeliveryLimit: number;
+  /**
+   * Share intake: estimated tokens of jobs taken but not yet computing that this worker may hold.
+   * It asks the queue for more only below this, so it never hoards jobs an idle worker could run.
+   */
+  readonly prefetchTokens: number;
   readonly sessionTimeoutMs: number;
   readonly heartbeatIntervalMs: number;
   /** On SIGTERM: how long in-flight batches may take before the worker exits anyway. */
@@ -81,6 +92,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
   if (interactiveReserve >= inferenceThreads) {
     r.problem(`SHOAL_INTERACTIVE_RESERVE must be less than SHOAL_INFERENCE_THREADS (${inferenceThreads}): the batch lane needs a thread (got ${interactiveReserve})`);
   }
+  const batchMaxTokens = r.int("SHOAL_BATCH_MAX_TOKENS", DEFAULT_BATCH_MAX_TOKENS, { min: 16 });
   return r.done({
     workerId,
     pool: r.string("SHOAL_POOL", "default"),
@@ -100,12 +112,16 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     batchPolicy: r.oneOf("SHOAL_BATCH_POLICY", ["token-budget", "fixed-window"] as const, "token-budget"),
     batchLaneSharePercent: r.int("SHOAL_BATCH_LANE_SHARE_PERCENT", 25, { min: 0, max: 100 }),
     batchLaneAgingMs: r.int("SHOAL_BATCH_LANE_AGING_MS", 2_000, { min: 0 }),
-    batchMaxTokens: r.int("SHOAL_BATCH_MAX_TOKENS", DEFAULT_BATCH_MAX_TOKENS, { min: 16 }),
+    batchMaxTokens,
     batchMaxItems: r.int("SHOAL_BATCH_MAX_ITEMS", 128, { min: 1 }),
     batchMaxWaitMs: r.int("SHOAL_BATCH_MAX_WAIT_MS", 0, { min: 0 }),
     batchLaneCallTokens: r.int("SHOAL_BATCH_LANE_CALL_TOKENS", 512, { min: 16 }),
     perCallOverheadTokens: r.int("SHOAL_PER_CALL_OVERHEAD_TOKENS", 64, { min: 0 }),
     maxInFlightJobs: r.int("SHOAL_MAX_INFLIGHT_JOBS", 1_024, { min: 1 }),
+    intake: r.optionalString("SHOAL_INTAKE") === undefined ? undefined : r.oneOf("SHOAL_INTAKE", INTAKE_KINDS, "share"),
+    shareLockMs: r.int("SHOAL_SHARE_LOCK_MS", 10_000, { min: 1_000, max: 3_600_000 }),
+    shareDeliveryLimit: r.int("SHOAL_SHARE_DELIVERY_LIMIT", 5, { min: 2, max: 10 }),
+    prefetchTokens: r.int("SHOAL_PREFETCH_TOKENS", inferenceThreads * batchMaxTokens, { min: 1 }),
     sessionTimeoutMs,
     heartbeatIntervalMs,
     drainGraceMs: r.int("SHOAL_DRAIN_GRACE_MS", 20_000, { min: 0 }),

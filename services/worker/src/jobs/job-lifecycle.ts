@@ -8,6 +8,7 @@ import type { Lease } from "../residency/residency.ts";
 import type { ModelRunner } from "../tasks/model-runner.ts";
 import { JobTrace } from "../telemetry/job-trace.ts";
 import type { WorkerMetrics } from "../telemetry/worker-metrics.ts";
+import { estimateJobTokens } from "./token-estimate.ts";
 import { JobCancelledError, JobExpiredError, jobStatusOf, ModelNotServedError, ModelUnavailableError } from "./job-errors.ts";
 
 /** What computes a job: a resident model's runner. */
@@ -28,6 +29,20 @@ export interface JobLifecycleDeps {
   readonly groupId: string;
   /** Most jobs held at once (taken and not settled). */
   readonly maxInFlight: number;
+  /**
+   * When set, {@link JobLifecycle.room} also keeps the estimated tokens of jobs taken but not yet
+   * computing under this: the worker asks for work only as fast as it can start it, so a shared
+   * queue keeps the rest for idle workers. Unset: room is only `maxInFlight` (a consumer group,
+   * which owns its partitions' jobs whatever it holds).
+   */
+  readonly prefetchTokens?: number;
+  /**
+   * Deliveries after which a job is no longer run but dead-lettered (a job that kept its worker
+   * from answering: crashes, lost locks). Unset: no limit (the intake cannot count deliveries).
+   */
+  readonly maxDeliveries?: number;
+  /** Whether a released job is offered again at once, possibly to another worker (a share group). */
+  readonly releaseRedelivers?: boolean;
   /** The catalog's model by id. */
   readonly model: (id: string) => CatalogModel | undefined;
   readonly fleet: JobFleet;
@@ -72,6 +87,8 @@ interface InFlight {
   readonly source: string;
   /** Holds the job's model resident until the job's rows are computed. */
   lease?: Lease<JobRunner>;
+  /** Estimated tokens while the job waits to compute; 0 once its first batch started. */
+  waitingTokens: number;
 }
 
 const sourceOf = (d: Delivery): string => `${d.topic}/${d.partition}@${d.offset}`;
@@ -90,10 +107,20 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   const keyOf = (envelope: JobEnvelope): string => `${envelope.jobId}#${Math.max(1, envelope.attempt)}`;
   let draining = false;
   let waitingForLoad = 0;
+  /** Estimated tokens of jobs in hand that have not started computing. */
+  let waitingTokens = 0;
+  /** Running mean of a job's estimated tokens, to turn free tokens into a job count. */
+  let meanJobTokens = 64;
+
+  function started(entry: InFlight): void {
+    waitingTokens -= entry.waitingTokens;
+    entry.waitingTokens = 0;
+  }
 
   function settle(envelope: JobEnvelope, outcome: Settlement, traceStatus: string, failed: boolean): void {
     const entry = inFlight.get(keyOf(envelope));
     if (!entry) return;
+    started(entry);
     inFlight.delete(keyOf(envelope));
     entry.trace.end(traceStatus, failed);
     for (const d of entry.deliveries) d.settle(outcome);
@@ -125,17 +152,23 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       log.warn({ jobId: envelope.jobId, model: envelope.model, attempt, reason: result.message }, "job failed; retrying through the retry topic");
       return settle(envelope, "done", "RETRY", true);
     }
+    await deadLetter(envelope, entry, result.message);
+  }
+
+  /** Writes the job to the dead-letter topic with its reason, then answers INTERNAL naming it. */
+  async function deadLetter(envelope: JobEnvelope, entry: InFlight, reason: string): Promise<void> {
+    const attempt = Math.max(1, envelope.attempt);
     const dead = deadLetterTopic(deps.pool);
     try {
       const value = encodeEnvelope(envelope);
-      await retries.deadLetter(Buffer.from(value.buffer, value.byteOffset, value.byteLength), result.message, {
+      await retries.deadLetter(Buffer.from(value.buffer, value.byteOffset, value.byteLength), reason, {
         attempts: attempt,
         model: envelope.model,
         source: entry.source,
         key: envelope.jobId,
       });
       metrics.deadLetters.inc({ reason: "failed" });
-      log.error({ jobId: envelope.jobId, model: envelope.model, attempts: attempt, reason: result.message }, "job failed every attempt; moved to the dead-letter topic");
+      log.error({ jobId: envelope.jobId, model: envelope.model, attempts: attempt, reason }, "job moved to the dead-letter topic");
     } catch (err) {
       log.error({ err, jobId: envelope.jobId }, "could not write the job to the dead-letter topic");
     }
@@ -145,7 +178,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
         jobId: envelope.jobId,
         status: JobStatus.INTERNAL,
         attempt,
-        message: `the job failed ${attempt} time(s) and was moved to the dead-letter topic ${dead}: ${result.message}`,
+        message: `the job failed ${attempt} time(s) and was moved to the dead-letter topic ${dead}: ${reason}`,
       }),
     );
   }
@@ -216,12 +249,19 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       return;
     }
     const trace = new JobTrace(delivery, envelope.jobId, envelope.model, deps.groupId, deps.workerId);
-    const entry: InFlight = { deliveries: [delivery], trace, source: sourceOf(delivery) };
+    const entry: InFlight = { deliveries: [delivery], trace, source: sourceOf(delivery), waitingTokens: 0 };
+    trace.onStarted(() => started(entry));
     inFlight.set(keyOf(envelope), entry);
     const skip = skipReason(envelope, "before the job was pulled");
     if (skip) return fail(envelope, skip);
     const model = deps.model(envelope.model);
     if (!model || model.pool !== deps.pool) return fail(envelope, new ModelNotServedError(envelope.model, deps.pool));
+    if (deps.maxDeliveries !== undefined && delivery.deliveryCount >= deps.maxDeliveries) {
+      return void deadLetter(envelope, entry, `delivered ${delivery.deliveryCount} times without an answer (its worker crashed or lost the job's lock each time)`);
+    }
+    entry.waitingTokens = estimateJobTokens(envelope, model.spec.maxSequenceLength);
+    waitingTokens += entry.waitingTokens;
+    meanJobTokens += (entry.waitingTokens - meanJobTokens) / 16;
     const lease = deps.fleet.tryAcquire(model.id);
     if (lease) return run(envelope, entry, lease);
     // Not resident: this job waits for the load; jobs of resident models keep flowing meanwhile.
@@ -238,14 +278,28 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       },
       (err: unknown) => {
         metrics.jobsWaitingForLoad.set(--waitingForLoad);
-        fail(envelope, err instanceof Error && jobStatusOf(err) !== JobStatus.INTERNAL ? err : new ModelUnavailableError(model.id, deps.workerId, err));
+        const failure = err instanceof Error && jobStatusOf(err) !== JobStatus.INTERNAL ? err : new ModelUnavailableError(model.id, deps.workerId, err);
+        // Another worker may load it (memory, a bad disk): give the job back while deliveries last.
+        const lastChance = deps.maxDeliveries !== undefined && delivery.deliveryCount + 1 >= deps.maxDeliveries;
+        if (failure instanceof ModelUnavailableError && deps.releaseRedelivers && !draining && !lastChance) {
+          log.warn({ jobId: envelope.jobId, model: model.id, err }, "model could not be loaded here; giving the job back to the queue");
+          return settle(envelope, "release", "RELEASED", true);
+        }
+        fail(envelope, failure);
       },
     );
   }
 
   return {
     deliver,
-    room: () => Math.max(0, deps.maxInFlight - inFlight.size),
+    room() {
+      const slots = Math.max(0, deps.maxInFlight - inFlight.size);
+      if (deps.prefetchTokens === undefined || slots === 0) return slots;
+      const free = deps.prefetchTokens - waitingTokens;
+      // With nothing waiting, one job is always taken, however large.
+      if (waitingTokens > 0 && free <= 0) return 0;
+      return Math.min(slots, Math.max(1, Math.floor(free / meanJobTokens)));
+    },
     get size() {
       return inFlight.size;
     },

@@ -20,6 +20,7 @@ export class JobTrace {
   readonly span: Span;
   readonly ctx: Context;
   private queueSpan: Span | undefined;
+  private startListener: (() => void) | undefined;
 
   constructor(origin: RecordOrigin, jobId: string, model: string, groupId: string, workerId: string) {
     const parent = contextFromHeaders(origin.headers);
@@ -52,6 +53,14 @@ export class JobTrace {
   batchStarted(atMs: number): void {
     this.queueSpan?.end(atMs);
     this.queueSpan = undefined;
+    const listener = this.startListener;
+    this.startListener = undefined;
+    listener?.();
+  }
+
+  /** Calls `listener` once, when the job's first batch starts (the job stops waiting). */
+  onStarted(listener: () => void): void {
+    this.startListener = listener;
   }
 
   /** One run of the shared batch that computed some of this job's texts. */

@@ -1,0 +1,49 @@
+import type { Kafka } from "kafkajs";
+import { jobsTopic, retryTopic, SERVED_LANES, type IntakeKind, type Logger, type PoolSpec } from "@shoal/common";
+import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
+import type { WorkerConfig } from "../config.ts";
+import type { WorkerMetrics } from "../telemetry/worker-metrics.ts";
+import { createGroupIntake } from "./group-intake.ts";
+import type { JobIntake } from "./intake.ts";
+import { createShareIntake } from "./share-intake.ts";
+
+export interface IntakeDeps {
+  readonly kafka: Kafka;
+  readonly config: WorkerConfig;
+  readonly pool: PoolSpec;
+  readonly metrics: WorkerMetrics;
+  readonly logger: Logger;
+}
+
+/** The consumer group (group intake) or share group (share intake) of a pool's workers. */
+export const poolGroupId = (pool: string): string => `shoal-pool-${pool}`;
+
+/** This worker's intake: the pool's choice in the catalog unless `SHOAL_INTAKE` overrides it. */
+export function intakeKind(config: WorkerConfig, pool: PoolSpec): IntakeKind {
+  return config.intake ?? pool.intake;
+}
+
+/** Creates the intake a worker takes its pool's jobs through. */
+export function createIntake(deps: IntakeDeps): JobIntake {
+  const { config, pool } = deps;
+  const groupId = poolGroupId(pool.name);
+  if (intakeKind(config, pool) === "group") {
+    return createGroupIntake(deps.kafka, deps.logger, {
+      groupId,
+      topics: [...SERVED_LANES.map((lane) => jobsTopic(pool.name, lane)), retryTopic(pool.name)],
+      sessionTimeoutMs: config.sessionTimeoutMs,
+      heartbeatIntervalMs: config.heartbeatIntervalMs,
+      onLag: (topic, partition, lag) => deps.metrics.consumerLag.set({ topic, partition: String(partition) }, lag),
+    });
+  }
+  return createShareIntake({
+    brokers: config.kafka.brokers,
+    groupId,
+    clientId: `shoal-worker-${config.workerId}`,
+    // Interactive first, then retries, then the batch lane: each asked for with the room left.
+    topics: [jobsTopic(pool.name, Lane.INTERACTIVE), retryTopic(pool.name), jobsTopic(pool.name, Lane.BATCH)],
+    lockMs: config.shareLockMs,
+    deliveryLimit: config.shareDeliveryLimit,
+    logger: deps.logger,
+  });
+}
