@@ -1,0 +1,139 @@
+/**
+ * Share-group intake on the real stack: workers of a pool compete for the jobs of the same
+ * partition (Kafka share groups), take only what they can start, and a job a worker cannot
+ * answer (killed, stopped) goes to another.
+ */
+import assert from "node:assert/strict";
+import { after, describe, test } from "node:test";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { startCluster, type TestCluster } from "./harness/cluster.ts";
+import { clientsFor, maxAbsDiff } from "./harness/clients.ts";
+
+interface Outcome {
+  readonly worker: string;
+  readonly ms: number;
+  readonly code: string;
+  readonly values: number[];
+}
+
+/** One Embed call; says which worker answered (the `shoal-worker` header) and how it went. */
+async function embed(cluster: TestCluster, text: string, timeoutMs = 60_000): Promise<Outcome> {
+  const { inference } = clientsFor(cluster.urls[0]!, "grpc");
+  let worker = "";
+  const t = performance.now();
+  try {
+    const res = await inference.embed(
+      { model: cluster.modelIds[0]!, inputs: [text] },
+      { timeoutMs, onHeader: (h) => (worker = h.get("shoal-worker") ?? "") },
+    );
+    return { worker, ms: performance.now() - t, code: "OK", values: res.embeddings[0]!.values };
+  } catch (err) {
+    return { worker, ms: performance.now() - t, code: Code[ConnectError.from(err).code] ?? "?", values: [] };
+  }
+}
+
+const sentence = (i: number): string => `job ${i} ${"a shoal of fish swims in the shallow water near the reef ".repeat(3)}`;
+
+function countBy(outcomes: readonly Outcome[]): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const o of outcomes) m.set(o.worker, (m.get(o.worker) ?? 0) + 1);
+  return m;
+}
+
+describe("share-group intake: one shared queue for a pool's workers", () => {
+  const cleanup: Array<() => Promise<unknown>> = [];
+  after(async () => {
+    for (const c of cleanup.reverse()) await c();
+  });
+
+  test("four workers on a one-partition pool all run jobs of one burst; none hoards it", async () => {
+    // A small prefetch: each worker asks for about one job ahead of what it is running.
+    const cluster = await startCluster({ workers: 4, presets: ["mini"], intake: "share", partitions: 1, workerEnv: { SHOAL_PREFETCH_TOKENS: "64" } });
+    cleanup.push(() => cluster.stop());
+    // One burst, all in flight at once: the gateway writes it in a handful of producer batches.
+    const outcomes = await Promise.all(Array.from({ length: 48 }, (_, i) => embed(cluster, sentence(i))));
+    const byWorker = countBy(outcomes);
+    console.log(`burst of 48 over 4 share-intake workers on one partition: ${JSON.stringify(Object.fromEntries(byWorker))}`);
+    assert.deepEqual(outcomes.filter((o) => o.code !== "OK"), []);
+    assert.equal(byWorker.size, 4, "every worker took part");
+    for (const [worker, n] of byWorker) assert.ok(n >= 3, `${worker} ran ${n} of 48`);
+  });
+
+  test("kill -9 a worker holding jobs: they finish on the other once its locks expire; 0 lost, 0 wrong", async () => {
+    const lockMs = 2_000;
+    const cluster = await startCluster({ workers: 2, presets: ["mini"], intake: "share", workerEnv: { SHOAL_SHARE_LOCK_MS: String(lockMs) } });
+    cleanup.push(() => cluster.stop());
+    const reference = await embed(cluster, sentence(0));
+    let killedAt = 0;
+    let next = 0;
+    const outcomes: Outcome[] = [];
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < 160) {
+          const i = next++;
+          if (i === 60) {
+            killedAt = performance.now();
+            void cluster.workers[0]!.stop("SIGKILL");
+          }
+          outcomes.push(await embed(cluster, sentence(0)));
+        }
+      }),
+    );
+    const worst = Math.max(...outcomes.map((o) => o.ms));
+    const wrong = outcomes.filter((o) => o.code === "OK" && maxAbsDiff(o.values, reference.values) > 1e-5).length;
+    console.log(`share kill -9: sent ${outcomes.length}, answered ${outcomes.filter((o) => o.code === "OK").length}, wrong ${wrong}, worst ${worst.toFixed(0)} ms (lock ${lockMs} ms)`);
+    assert.ok(killedAt > 0);
+    assert.deepEqual(outcomes.filter((o) => o.code !== "OK").map((o) => o.code), []);
+    assert.equal(wrong, 0);
+    assert.ok(worst < lockMs + 8_000, `the killed worker's jobs were taken over after its locks expired (worst ${worst.toFixed(0)} ms)`);
+  });
+
+  test("SIGTERM with no drain grace releases unfinished jobs: another worker takes them at once, long before a lock would expire", async () => {
+    const lockMs = 60_000;
+    const cluster = await startCluster({
+      workers: 1,
+      presets: ["mini"],
+      intake: "share",
+      // The first worker may take the whole burst, and is given no time to finish it.
+      workerEnv: { SHOAL_SHARE_LOCK_MS: String(lockMs), SHOAL_PREFETCH_TOKENS: "1000000", SHOAL_DRAIN_GRACE_MS: "0" },
+    });
+    cleanup.push(() => cluster.stop());
+    const first = cluster.workers[0]!;
+    const pending = Array.from({ length: 40 }, (_, i) => embed(cluster, `${sentence(i)} ${"long ".repeat(60)}`));
+    await cluster.startWorker();
+    const stoppedAt = performance.now();
+    const exit = await first.stop("SIGTERM");
+    const outcomes = await Promise.all(pending);
+    const lastAnswerS = (performance.now() - stoppedAt) / 1000;
+    const byWorker = countBy(outcomes);
+    console.log(`share SIGTERM: answered by ${JSON.stringify(Object.fromEntries(byWorker))}; worker exit ${exit}; last answer ${lastAnswerS.toFixed(1)} s after SIGTERM (lock ${lockMs / 1000} s)`);
+    assert.equal(exit, 0);
+    assert.deepEqual(outcomes.filter((o) => o.code !== "OK").map((o) => o.code), []);
+    assert.ok(byWorker.size === 2, "the second worker answered the released jobs");
+    assert.ok(lastAnswerS < lockMs / 3000, `released jobs were answered without waiting for their locks (${lastAnswerS.toFixed(1)} s)`);
+  });
+
+  test("workers joining and leaving under load: every request answered", async () => {
+    const cluster = await startCluster({ workers: 1, presets: ["tiny"], intake: "share" });
+    cleanup.push(() => cluster.stop());
+    let next = 0;
+    const outcomes: Outcome[] = [];
+    const events: Promise<unknown>[] = [];
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < 400) {
+          const i = next++;
+          if (i === 80) events.push(cluster.startWorker());
+          if (i === 160) events.push(cluster.startWorker());
+          if (i === 280) events.push(cluster.workers[0]!.stop("SIGTERM"));
+          outcomes.push(await embed(cluster, `join and leave ${i % 17}`));
+        }
+      }),
+    );
+    await Promise.all(events);
+    const byWorker = countBy(outcomes);
+    console.log(`share join/leave: ${JSON.stringify(Object.fromEntries(byWorker))}`);
+    assert.deepEqual(outcomes.filter((o) => o.code !== "OK").map((o) => o.code), []);
+    assert.ok(byWorker.size >= 2, "jobs went to the workers that joined");
+  });
+});
