@@ -75,6 +75,11 @@ export class ServiceProcess {
   }
 
   /** Sends a signal and waits for the exit code (bounded). */
+  /** Sends a signal without waiting for an exit (SIGSTOP / SIGCONT to hang and resume a process). */
+  signal(signal: NodeJS.Signals): void {
+    this.child.kill(signal);
+  }
+
   async stop(signal: NodeJS.Signals = "SIGTERM", timeoutMs = 30_000): Promise<number | null> {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return this.child.exitCode;
     this.child.kill(signal);

@@ -145,6 +145,8 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     status?.changed();
     const unfinished = await jobs.drain(config.drainGraceMs);
     log.info({ unfinished }, "in-flight jobs drained");
+    // Past the grace: skip what was not computed yet; the intake gives those jobs back.
+    if (unfinished > 0) for (const jobId of jobs.abandon()) cancels.add(jobId, Date.now() + 60_000);
     await stopSteps(log, [
       ["intake", () => intake?.stop()],
       ["cancel consumer", () => cancelConsumer.stop()],

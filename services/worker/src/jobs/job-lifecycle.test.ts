@@ -7,7 +7,7 @@ import type { Delivery, Settlement } from "../intake/intake.ts";
 import { ModelTooLargeError } from "../residency/errors.ts";
 import type { Lease } from "../residency/residency.ts";
 import { createWorkerMetrics } from "../telemetry/worker-metrics.ts";
-import { createJobLifecycle, type JobRunner } from "./job-lifecycle.ts";
+import { createJobLifecycle, type JobLifecycleDeps, type JobRunner } from "./job-lifecycle.ts";
 
 /** A resolvable promise, to hold a produce until the test lets it land. */
 function deferred(): { promise: Promise<void>; resolve: () => void; reject: (e: Error) => void } {
@@ -25,14 +25,14 @@ function delivery(value: Buffer | null, offset = "0"): Delivery & { settled: Set
   return { topic: "shoal.jobs.default.interactive", partition: 0, offset, value, headers: undefined, deliveryCount: 1, settled, settle: (o) => settled.push(o) };
 }
 
-function envelope(init: Partial<{ jobId: string; attempt: number; deadlineUnixMs: bigint; model: string }> = {}): Buffer {
+function envelope(init: Partial<{ jobId: string; attempt: number; deadlineUnixMs: bigint; model: string; text: string }> = {}): Buffer {
   const e = create(JobEnvelopeSchema, {
     jobId: init.jobId ?? "job-1",
     model: init.model ?? "m",
     attempt: init.attempt ?? 1,
     deadlineUnixMs: init.deadlineUnixMs ?? 0n,
     replyTo: { topic: "shoal.replies.gw-1", partition: 0 },
-    task: { case: "embed", value: { inputs: ["hello"] } },
+    task: { case: "embed", value: { inputs: [init.text ?? "hello"] } },
   });
   return Buffer.from(encodeEnvelope(e));
 }
@@ -42,7 +42,7 @@ function envelope(init: Partial<{ jobId: string; attempt: number; deadlineUnixMs
  * with `outcome`, a result sink whose produces land when the test says, a retry router that
  * records what it is given.
  */
-function harness(opts: { outcome?: JobStatus; resident?: boolean; loadError?: Error; unixNow?: () => number } = {}) {
+function harness(opts: { outcome?: JobStatus; resident?: boolean; loadError?: Error; unixNow?: () => number; deps?: Partial<JobLifecycleDeps> } = {}) {
   const produced: Array<{ topic: string; result: JobResult; landed: ReturnType<typeof deferred> }> = [];
   const retried: JobEnvelope[] = [];
   const dead: Array<{ reason: string; attempts: number; value: Buffer | null }> = [];
@@ -63,7 +63,7 @@ function harness(opts: { outcome?: JobStatus; resident?: boolean; loadError?: Er
     workerId: "w-1",
     groupId: "shoal-pool-default",
     maxInFlight: 4,
-    model: (id) => (id === "m" ? ({ id: "m", pool: "default" } as unknown as CatalogModel) : undefined),
+    model: (id) => (id === "m" ? ({ id: "m", pool: "default", spec: { maxSequenceLength: 128 } } as unknown as CatalogModel) : undefined),
     fleet: {
       tryAcquire: (model) => (opts.resident === false ? undefined : lease(model)),
       acquire: (model) => (opts.loadError ? Promise.reject(opts.loadError) : Promise.resolve(lease(model))),
@@ -89,9 +89,12 @@ function harness(opts: { outcome?: JobStatus; resident?: boolean; loadError?: Er
     logger: createLogger("test", "silent"),
     monotonicNow: () => performance.now(),
     ...(opts.unixNow ? { unixNow: opts.unixNow } : {}),
+    ...opts.deps,
   });
   return { jobs, produced, retried, dead, submitted, released, cancels, metrics };
 }
+
+const harnessWith = (deps: Partial<JobLifecycleDeps>) => harness({ deps });
 
 describe("job lifecycle", () => {
   test("a job runs once and its record is settled only after its result is on the reply topic", async () => {
@@ -257,5 +260,37 @@ describe("job lifecycle", () => {
     for (const p of h.produced) p.landed.resolve();
     assert.equal(await drained, 0);
     assert.equal(h.jobs.room(), 4);
+  });
+
+  test("abandoned past the drain grace: jobs still in hand are given back, not answered", async () => {
+    const h = harness({ resident: false });
+    const d = delivery(envelope({ jobId: "slow" }));
+    h.jobs.deliver(d);
+    assert.equal(await h.jobs.drain(0), 1);
+    assert.deepEqual(h.jobs.abandon(), ["slow"]);
+    await tick();
+    assert.equal(h.produced.length, 0, "no answer is produced for an abandoned job");
+    assert.deepEqual(d.settled, ["release"]);
+  });
+
+  test("with a prefetch budget, room follows the estimated tokens of jobs not yet computing", async () => {
+    const h = harnessWith({ prefetchTokens: 100 });
+    assert.equal(h.jobs.room(), 1, "with nothing waiting, at least one job is taken");
+    // ~60 tokens each (228 characters / 4 + 2): one fills most of the budget.
+    h.jobs.deliver(delivery(envelope({ jobId: "a", text: "x".repeat(228) })));
+    assert.equal(h.jobs.room(), 1);
+    h.jobs.deliver(delivery(envelope({ jobId: "b", text: "x".repeat(228) })));
+    assert.equal(h.jobs.room(), 0, "120 estimated tokens wait: over the budget of 100");
+  });
+
+  test("a job delivered as often as the limit allows is dead-lettered with its reason, not run", async () => {
+    const h = harnessWith({ maxDeliveries: 4 });
+    const d = { ...delivery(envelope()), deliveryCount: 4 };
+    h.jobs.deliver(d);
+    await tick();
+    assert.deepEqual(h.submitted, []);
+    assert.equal(h.dead.length, 1);
+    assert.match(h.dead[0]!.reason, /delivered 4 times without an answer/);
+    assert.equal(h.produced[0]!.result.status, JobStatus.INTERNAL);
   });
 });

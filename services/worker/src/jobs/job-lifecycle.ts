@@ -77,6 +77,12 @@ export interface JobLifecycle extends IntakeHandler {
    * as it is rather than sent round the retry topic. Resolves with the jobs left unsettled.
    */
   drain(graceMs: number): Promise<number>;
+  /**
+   * Gives up the jobs still in hand (the drain grace ran out): from now on a job that ends is
+   * given back (`release`) instead of answered. Returns their job ids, so the worker can skip
+   * computing them; the intake hands them to other workers.
+   */
+  abandon(): string[];
 }
 
 interface InFlight {
@@ -106,6 +112,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   const inFlight = new Map<string, InFlight>();
   const keyOf = (envelope: JobEnvelope): string => `${envelope.jobId}#${Math.max(1, envelope.attempt)}`;
   let draining = false;
+  let abandoned = false;
   let waitingForLoad = 0;
   /** Estimated tokens of jobs in hand that have not started computing. */
   let waitingTokens = 0;
@@ -131,6 +138,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     const entry = inFlight.get(keyOf(envelope));
     // The model may leave once the job's rows are computed; producing the reply does not need it.
     entry?.lease?.release();
+    if (abandoned) return settle(envelope, "release", "RELEASED", true);
     if (result.status === JobStatus.INTERNAL && entry && !draining) void retryOrDeadLetter(envelope, entry, result);
     else answer(envelope, result);
   }
@@ -308,6 +316,10 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       const deadline = unixNow() + graceMs;
       while (inFlight.size > 0 && unixNow() < deadline) await new Promise((r) => setTimeout(r, 20));
       return inFlight.size;
+    },
+    abandon() {
+      abandoned = true;
+      return [...inFlight.keys()].map((key) => key.slice(0, key.lastIndexOf("#")));
     },
   };
 }
