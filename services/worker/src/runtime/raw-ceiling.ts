@@ -17,6 +17,8 @@ export interface RawThroughputOptions {
   /** Timed runs, after one untimed warm-up run. */
   readonly iterations: number;
   readonly intraOpThreads: number;
+  /** Let idle ORT threads spin (default true, ORT's own default: the ceiling); the worker's sessions do not. */
+  readonly allowSpinning?: boolean;
 }
 
 /** Result of {@link measureRawThroughput}. */
@@ -89,7 +91,7 @@ async function timedRuns(session: ort.InferenceSession, spec: ModelSpec, feeds: 
 export async function measureRawThroughput(spec: ModelSpec, opts: RawThroughputOptions): Promise<RawThroughput> {
   const vocab = await vocabSize(spec);
   const seqs = Array.from({ length: opts.batch }, (_, b) => syntheticIds(opts.seqLen, vocab, b));
-  const { session } = await openSession(spec, { intraOpThreads: opts.intraOpThreads, executionProvider: 'cpu', allowSpinning: true }); // ORT's own default: the ceiling
+  const { session } = await openSession(spec, { intraOpThreads: opts.intraOpThreads, executionProvider: 'cpu', allowSpinning: opts.allowSpinning ?? true });
   try {
     const ms = await timedRuns(session, spec, [feedsOf(spec, packGroup(seqs))], opts.iterations);
     return {
