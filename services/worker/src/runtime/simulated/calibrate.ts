@@ -1,10 +1,10 @@
 /**
  * Calibration of the `cpu-minilm` simulated profile (issue #16), prints figures, gates nothing:
- *   npm run bench:calibrate [-- --write] [--profile cpu-minilm] [--intra-op-threads 2] [--target-ms 300] [--passes 2] [--allow-spinning]
+ *   npm run bench:calibrate [-- --write] [--profile cpu-minilm] [--intra-op-threads 1] [--target-ms 300] [--passes 2] [--allow-spinning]
  * Times real onnxruntime-node `session.run()` on the generated MiniLM-shaped model over
- * B ∈ {1,2,4,8,16,32} × L ∈ {16,32,64,128,256}, configured as the worker's sessions (no
- * spinning unless asked), keeps each shape's fastest pass (on a shared machine the slower ones
- * measure the neighbours), fits `a + b·B·L + c·B·L²` (non-negative,
+ * B ∈ {1,2,4,8,16,32} × L ∈ {16,32,64,128,256} in one session configured as the worker's (no
+ * spinning unless asked), each call timed on its own, and keeps each shape's fastest call (on a
+ * shared machine the slower ones measure the neighbours, not the model), fits `a + b·B·L + c·B·L²` (non-negative,
  * relative residuals), prints a, b, c with R² and the largest relative error, and with `--write`
  * stores them (and the measured load time and size) in profiles.json.
  */
@@ -14,7 +14,7 @@ import { parseArgs } from 'node:util';
 import { ensureModel } from '@shoal/models';
 import { readModelDir } from '@shoal/common/model-manifest';
 import { openSession } from '../onnx-session.ts';
-import { measureRawThroughput } from '../raw-ceiling.ts';
+import { sampleRunTimes } from '../raw-ceiling.ts';
 import { fitCallCost, type CostPoint } from './cost-fit.ts';
 import type { StoredProfile } from './profile.ts';
 
@@ -26,7 +26,8 @@ const { values } = parseArgs({
   options: {
     write: { type: 'boolean', default: false },
     profile: { type: 'string', default: 'cpu-minilm' },
-    'intra-op-threads': { type: 'string', default: '2' },
+    // The worker's default layout: two inference threads of one intra-op thread each on 2 cores.
+    'intra-op-threads': { type: 'string', default: '1' },
     // Timed ms per grid point: enough runs that timer granularity and one-off stalls average out.
     'target-ms': { type: 'string', default: '300' },
     passes: { type: 'string', default: '2' },
@@ -57,22 +58,29 @@ console.log(`session create: ${loads.map((l) => l.toFixed(0)).join(' / ')} ms �
 
 const best = new Map<string, CostPoint>();
 let estimateMsPerToken = 0.1; // ~10k tokens/s (cpu-ceiling.md), refined as points come in
-for (let pass = 1; pass <= passes; pass++) {
-  for (const batch of BATCHES) {
-    for (const seqLen of SEQ_LENS) {
-      const guess = 2 + batch * seqLen * estimateMsPerToken;
-      const iterations = Math.max(3, Math.min(60, Math.ceil(targetMs / guess)));
-      const r = await measureRawThroughput(spec, { batch, seqLen, iterations, intraOpThreads, allowSpinning });
-      const key = `${batch}x${seqLen}`;
-      const prior = best.get(key);
-      if (prior === undefined || r.msPerRun < prior.ms) best.set(key, { batch, seqLen, ms: r.msPerRun });
-      if (batch * seqLen >= 512) estimateMsPerToken = Math.min(estimateMsPerToken, r.msPerRun / (batch * seqLen));
-      console.log(
-        `pass ${pass} B=${String(batch).padStart(2)} L=${String(seqLen).padStart(3)}: ${r.msPerRun.toFixed(2).padStart(8)} ms/run ` +
-          `(${iterations} runs, ${Math.round(r.tokensPerSecond)} tokens/s)`,
-      );
+const { session } = await openSession(spec, { intraOpThreads, executionProvider: 'cpu', allowSpinning });
+try {
+  for (let pass = 1; pass <= passes; pass++) {
+    for (const batch of BATCHES) {
+      for (const seqLen of SEQ_LENS) {
+        const guess = 2 + batch * seqLen * estimateMsPerToken;
+        const runs = Math.max(3, Math.min(60, Math.ceil(targetMs / guess)));
+        const samples = await sampleRunTimes(session, spec, { batch, seqLen }, runs);
+        const fastest = Math.min(...samples);
+        const key = `${batch}x${seqLen}`;
+        const prior = best.get(key);
+        if (prior === undefined || fastest < prior.ms) best.set(key, { batch, seqLen, ms: fastest });
+        if (batch * seqLen >= 512) estimateMsPerToken = Math.min(estimateMsPerToken, fastest / (batch * seqLen));
+        const median = [...samples].sort((a, b) => a - b)[Math.floor(samples.length / 2)]!;
+        console.log(
+          `pass ${pass} B=${String(batch).padStart(2)} L=${String(seqLen).padStart(3)}: fastest ${fastest.toFixed(2).padStart(8)} ms, ` +
+            `median ${median.toFixed(2).padStart(8)} ms (${runs} calls)`,
+        );
+      }
     }
   }
+} finally {
+  await session.release();
 }
 const points = [...best.values()];
 
@@ -88,10 +96,11 @@ for (const p of points) {
 
 if (values.write) {
   const table = JSON.parse(await readFile(PROFILES_JSON, 'utf8')) as Record<string, StoredProfile>;
-  const prior = table[values.profile];
   const memoryBytes = spec.memoryBytes ?? Math.ceil((await stat(spec.modelPath)).size * 1.5) + 16 * 1024 * 1024;
   table[values.profile] = {
-    description: prior?.description ?? `${spec.id} on onnxruntime-node's CPU provider, ${intraOpThreads} intra-op threads`,
+    description:
+      `MiniLM-L6-shaped encoder (${spec.id}) on onnxruntime-node's CPU provider: one session, ${intraOpThreads} intra-op thread(s), ` +
+      `spinning ${allowSpinning ? 'on' : 'off'}, one session.run at a time (fastest of ${passes} passes per shape)`,
     source: 'measured',
     aMs: round(fit.aMs),
     bMsPerToken: round(fit.bMsPerToken),
@@ -104,7 +113,7 @@ if (values.write) {
       maxRelativeError: round(fit.maxRelativeError),
       measuredAt: new Date().toISOString(),
       host: `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}`,
-      command: `npm run bench:calibrate -- --write --passes ${passes}${allowSpinning ? ' --allow-spinning' : ''}`,
+      command: `npm run bench:calibrate -- --write --passes ${passes} --intra-op-threads ${intraOpThreads}${allowSpinning ? ' --allow-spinning' : ''}`,
     },
   };
   await writeFile(PROFILES_JSON, `${JSON.stringify(table, null, 2)}\n`);
