@@ -88,7 +88,7 @@ function passes(r: SimResult, sloMs: number): boolean {
 /** Sweeps every policy and finds its knee for each SLO. */
 export function findKnees(opts: SweepOptions): SweepResult {
   const batching = opts.batching ?? WORKER_BATCHING;
-  const startLoad = opts.startLoad ?? 0.1;
+  const startLoad = opts.startLoad ?? 0.02;
   const stepFactor = opts.stepFactor ?? 1.5;
   const refineSteps = opts.refineSteps ?? 4;
   const maxLoad = opts.maxLoad ?? 50;
