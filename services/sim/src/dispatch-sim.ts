@@ -1,6 +1,7 @@
 /**
  * Dispatch benchmark on simulated accelerators (issue #16), prints figures, gates nothing:
  *   npm run bench:dispatch-sim [-- --quick] [--seed 1] [--devices 4] [--requests 20000] [--zipf 1.1] [--profiles cpu-minilm,gpu-a100-bert]
+ *     [--resident-models 3]   (a device holds 3 of the 9 models, LRU, loading others at the profile's load cost)
  * For each profile, sweeps the offered load for every policy through the discrete-event
  * simulation, finds each one's knee (≥ 99% answered, p99 ≤ SLO for SLO = 5×, 10×, 20× a lone
  * median job's service time) and prints goodput there with the ratio shared queue ÷ each arm.
@@ -21,6 +22,7 @@ const { values } = parseArgs({
     zipf: { type: 'string', default: '1.1' },
     profiles: { type: 'string', default: 'cpu-minilm,gpu-a100-bert' },
     verbose: { type: 'boolean', default: false },
+    'resident-models': { type: 'string' },
   },
 });
 const quick = values.quick;
@@ -28,7 +30,10 @@ const seed = Number(values.seed);
 const devices = Number(values.devices);
 const requests = Number(values.requests ?? (quick ? 4_000 : 20_000));
 const started = performance.now();
-console.log(`dispatch simulation: ${devices} devices, seed ${seed}, ${requests} agent requests per run, Zipf s=${values.zipf}${quick ? ', quick' : ''}`);
+console.log(
+  `dispatch simulation: ${devices} devices, seed ${seed}, ${requests} agent requests per run, Zipf s=${values.zipf}` +
+    `${values['resident-models'] === undefined ? ', every model resident' : `, ${values['resident-models']} models resident per device`}${quick ? ', quick' : ''}`,
+);
 
 for (const id of values.profiles.split(',')) {
   const profile = simProfile(id);
@@ -48,6 +53,7 @@ for (const id of values.profiles.split(',')) {
     // Knee resolution 1.5^(1/2^steps): 5% quick, 1.3% full.
     refineSteps: quick ? 3 : 5,
     trace: { zipfS: Number(values.zipf) },
+    ...(values['resident-models'] === undefined ? {} : { residentModels: Number(values['resident-models']), loadMs: profile.loadMs }),
     onProgress: (line) => {
       runs += 1;
       if (values.verbose) console.log(line);

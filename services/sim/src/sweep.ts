@@ -32,6 +32,9 @@ export interface SweepOptions {
   /** Highest load tried. */
   readonly maxLoad?: number;
   readonly batching?: SimBatching;
+  /** Models a device holds at once (LRU) and the cost of loading another; default: all resident. */
+  readonly residentModels?: number;
+  readonly loadMs?: number;
   /** Trace shape (Zipf, fan-out, bursts); rates and burst sojourns are set per load. */
   readonly trace?: Partial<Pick<TraceOptions, 'zipfS' | 'fanOutMin' | 'fanOutMax' | 'burstFactor'>>;
   readonly onProgress?: (line: string) => void;
@@ -119,11 +122,20 @@ export function findKnees(opts: SweepOptions): SweepResult {
     const runAt = (load: number): SimResult => {
       let r = runs.get(load);
       if (r === undefined) {
-        r = simulate({ trace: traceFor(load), devices: opts.devices, cost: opts.cost, policy, batching, seed: opts.seed, drainMs: 20 * loosest + traceFor(load).durationMs * 0.05 });
+        r = simulate({
+          trace: traceFor(load),
+          devices: opts.devices,
+          cost: opts.cost,
+          policy,
+          batching,
+          seed: opts.seed,
+          drainMs: 20 * loosest + traceFor(load).durationMs * 0.05,
+          ...(opts.residentModels === undefined ? {} : { residentModels: opts.residentModels, loadMs: opts.loadMs ?? 0 }),
+        });
         runs.set(load, r);
         opts.onProgress?.(
           `  ${policy.name.padEnd(34)} ρ=${load.toFixed(3).padStart(7)}: answered ${(r.answeredFraction * 100).toFixed(1).padStart(5)}%, ` +
-            `request p99 ${fmtMs(r.latency.request!.p99Ms)}, ${r.throughputJobsPerSecond.toFixed(0)} jobs/s`,
+            `request p99 ${fmtMs(r.latency.request!.p99Ms)}, ${r.throughputJobsPerSecond.toFixed(0)} jobs/s, ${r.loads} loads`,
         );
       }
       return r;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { createSimulatedDevice } from './device.ts';
+import { createSimulatedDevice, lagVerdict } from './device.ts';
 import { callCostMs, simProfile, simProfileIds, type SimProfile } from './profile.ts';
 
 const profile: SimProfile = { id: 'test', description: 'test', source: 'published', aMs: 10, bMsPerToken: 0.5, cMsPerToken2: 0, loadMs: 20, memoryBytes: 1 };
@@ -48,5 +48,11 @@ describe('simulated device', () => {
     assert.equal(simProfile('gpu-a100-bert').source, 'published');
     assert.match(simProfile('gpu-a100-bert').description, /published figures, NOT measured/);
     assert.throws(() => simProfile('nope'), /unknown simulated profile 'nope' \(known: cpu-minilm, gpu-a100-bert\)/);
+  });
+
+  it('refuses a run whose timers overshot more than the tolerated fraction', () => {
+    const lag = { samples: 10, meanLagMs: 0.5, maxLagMs: 2, maxLagFraction: 0.2, totalLagFraction: 0.04 };
+    assert.equal(lagVerdict(lag, 0.05), undefined);
+    assert.match(lagVerdict({ ...lag, totalLagFraction: 0.08 }, 0.05) ?? '', /overshot by 8\.0% .* more than 5\.0%: raise SHOAL_SIM_DILATION/);
   });
 });

@@ -19,6 +19,20 @@ export interface DeviceLag {
   readonly totalLagFraction: number;
 }
 
+/**
+ * Why a benchmark run on simulated devices should be refused, or undefined when it may stand:
+ * timers that overshot by more than `maxFraction` of the planned service time in total (e.g.
+ * 0.05) mean the event loop, not the profile, shaped the latencies.
+ */
+export function lagVerdict(lag: DeviceLag, maxFraction: number): string | undefined {
+  if (lag.totalLagFraction <= maxFraction) return undefined;
+  return (
+    `simulated device timers overshot by ${(lag.totalLagFraction * 100).toFixed(1)}% of the planned service time ` +
+    `(max ${lag.maxLagMs.toFixed(1)} ms, mean ${lag.meanLagMs.toFixed(2)} ms over ${lag.samples} timers), more than ${(maxFraction * 100).toFixed(1)}%: ` +
+    'raise SHOAL_SIM_DILATION or run fewer devices per core'
+  );
+}
+
 /** What one device has done, for metrics and benchmarks. */
 export interface DeviceStats {
   readonly calls: number;
