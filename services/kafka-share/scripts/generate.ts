@@ -58,6 +58,27 @@ mkdirSync(OUT, { recursive: true });
 writeFileSync(join(OUT, "runtime.ts"), [...HEADER, RUNTIME].join("\n"));
 
 const written: string[] = ["runtime.ts"];
+
+/** The runtime helpers a generated file uses, and only those (the project compiles with noUnusedLocals). */
+function runtimeImport(code: string): string {
+  const used = ["checkVersion", "EMPTY_BUFFER", "isDefault", "readTaggedFields", "writeTaggedFields", "ZERO_UUID"].filter((name) => new RegExp(`\\b${name}\\b`).test(code));
+  return `import { ${[...used, "type ApiSpec"].join(", ")} } from "./runtime.ts";`;
+}
+
+/**
+ * Marks the `version` parameter `_version` in functions whose body never reads it (a struct with
+ * the same layout in every version), as noUnusedParameters wants.
+ */
+function unusedVersionParams(lines: readonly string[]): string[] {
+  const out = [...lines];
+  for (let i = 0; i < out.length; i++) {
+    if (!/^(export )?function \w+\(.*\bversion: number/.test(out[i]!)) continue;
+    let end = i + 1;
+    while (end < out.length && out[end] !== "}") end++;
+    if (!out.slice(i + 1, end).some((l) => /\bversion\b/.test(l))) out[i] = out[i]!.replace("version: number", "_version: number");
+  }
+  return out;
+}
 for (const api of APIS) {
   const request = readSchema(join(SCHEMAS, `${api}Request.json`));
   const response = readSchema(join(SCHEMAS, `${api}Response.json`));
@@ -66,14 +87,10 @@ for (const api of APIS) {
   }
   const versions = parseVersions(request.validVersions);
   const flexible = parseVersions(request.flexibleVersions);
-  const out: string[] = [
-    ...HEADER,
-    'import { Writer, type Reader } from "@platformatic/kafka";',
-    'import { checkVersion, EMPTY_BUFFER, isDefault, readTaggedFields, writeTaggedFields, ZERO_UUID, type ApiSpec } from "./runtime.ts";',
-    "",
-  ];
-  emitMessage(request, out);
-  emitMessage(response, out);
+  const body: string[] = [];
+  emitMessage(request, body);
+  emitMessage(response, body);
+  const out: string[] = [...HEADER, 'import { Writer, type Reader } from "@platformatic/kafka";', runtimeImport(body.join("\n")), "", ...unusedVersionParams(body)];
   const flexibleFrom = flexible.lo;
   out.push(
     `/** ${api} (API key ${request.apiKey}): versions ${request.validVersions}, flexible from ${flexibleFrom}. */`,

@@ -8,7 +8,7 @@ import { AckType, type PartitionAcks, type PartitionRef } from "./acks.ts";
 import { Cluster } from "./cluster.ts";
 import { AcknowledgeError, ConsumerClosedError, ErrorCode } from "./errors.ts";
 import { Fetcher, type AcknowledgeResult } from "./fetcher.ts";
-import { applyShareGroupConfig, type ShareGroupConfig } from "./group-config.ts";
+import { applyShareGroupConfig } from "./group-config.ts";
 import { Membership } from "./membership.ts";
 import type { ShareRecord } from "./records.ts";
 import { ShareSession } from "./session.ts";

@@ -38,3 +38,25 @@ test("memory budget and residency policy are read from the environment", () => {
   assert.equal(c.memoryBudgetBytes, 1.5 * 1024 ** 3);
   assert.equal(c.residencyPolicy, "lru");
 });
+
+test("runtime: onnx by default, labelled by its provider; simulated:<profile> with a dilation", () => {
+  const c = loadWorkerConfig({ ...base });
+  assert.deepEqual(c.runtime, { kind: "onnx" });
+  assert.equal(c.runtimeLabel, "cpu");
+  const sim = loadWorkerConfig({ ...base, SHOAL_RUNTIME: "simulated:cpu-minilm", SHOAL_SIM_DILATION: "10" });
+  assert.deepEqual(sim.runtime, { kind: "simulated", profile: "cpu-minilm", dilation: 10 });
+  assert.equal(sim.runtimeLabel, "simulated:cpu-minilm");
+  assert.equal(loadWorkerConfig({ ...base, SHOAL_RUNTIME: "simulated:gpu-a100-bert" }).runtime.kind, "simulated");
+});
+
+test("runtime: an unknown profile, a bad dilation and a dilation without simulation are all reported", () => {
+  assert.throws(
+    () => loadWorkerConfig({ ...base, SHOAL_RUNTIME: "simulated:tpu", SHOAL_SIM_DILATION: "0" }),
+    (err: Error) => {
+      assert.match(err.message, /SHOAL_RUNTIME=simulated:tpu: expected onnx or simulated:<profile> with a profile of cpu-minilm, gpu-a100-bert/);
+      assert.match(err.message, /SHOAL_SIM_DILATION=0: expected a number > 0/);
+      return true;
+    },
+  );
+  assert.throws(() => loadWorkerConfig({ ...base, SHOAL_SIM_DILATION: "10" }), /only applies with SHOAL_RUNTIME=simulated/);
+});

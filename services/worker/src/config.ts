@@ -1,6 +1,15 @@
 import { availableParallelism, hostname, totalmem } from "node:os";
 import { EnvReader, INTAKE_KINDS, parseByteSize, readKafkaSettings, type IntakeKind, type KafkaSettings } from "@shoal/common";
 import { DEFAULT_BATCH_MAX_TOKENS } from "./batching/batcher.ts";
+import { simProfileIds } from "./runtime/simulated/profile.ts";
+
+/**
+ * What runs the models: ONNX Runtime, or a simulated accelerator of a named profile whose every
+ * cost is multiplied by `dilation` (issue #16: benchmarks of dispatch on hardware we lack).
+ */
+export type RuntimeChoice =
+  | { readonly kind: "onnx" }
+  | { readonly kind: "simulated"; readonly profile: string; readonly dilation: number };
 
 /** The worker's whole configuration, validated once at start. */
 export interface WorkerConfig {
@@ -22,6 +31,13 @@ export interface WorkerConfig {
   readonly statusIntervalMs: number;
   readonly kafka: KafkaSettings;
   readonly executionProvider: "cpu" | "cuda";
+  /** `SHOAL_RUNTIME` (`onnx` or `simulated:<profile>`) with `SHOAL_SIM_DILATION`. */
+  readonly runtime: RuntimeChoice;
+  /**
+   * How the runtime shows in the cluster status, metrics and logs: the execution provider for
+   * ONNX Runtime (`cpu`, `cuda`), `simulated:<profile>` for a simulated accelerator.
+   */
+  readonly runtimeLabel: string;
   /** Inference threads per model (each runs one batch at a time). */
   readonly inferenceThreads: number;
   /**
@@ -93,6 +109,8 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     r.problem(`SHOAL_INTERACTIVE_RESERVE must be less than SHOAL_INFERENCE_THREADS (${inferenceThreads}): the batch lane needs a thread (got ${interactiveReserve})`);
   }
   const batchMaxTokens = r.int("SHOAL_BATCH_MAX_TOKENS", DEFAULT_BATCH_MAX_TOKENS, { min: 16 });
+  const runtime = readRuntime(r);
+  const executionProvider = r.oneOf("SHOAL_EXECUTION_PROVIDER", ["cpu", "cuda"] as const, "cpu");
   return r.done({
     workerId,
     pool: r.string("SHOAL_POOL", "default"),
@@ -103,7 +121,9 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     statusIntervalMs: r.int("SHOAL_STATUS_INTERVAL_MS", 2_000, { min: 100 }),
     maxAttempts: r.int("SHOAL_MAX_ATTEMPTS", 3, { min: 1, max: 20 }),
     kafka: readKafkaSettings(r, `shoal-worker-${workerId}`),
-    executionProvider: r.oneOf("SHOAL_EXECUTION_PROVIDER", ["cpu", "cuda"] as const, "cpu"),
+    executionProvider,
+    runtime,
+    runtimeLabel: runtime.kind === "simulated" ? `simulated:${runtime.profile}` : executionProvider,
     inferenceThreads,
     interactiveThreads: r.int("SHOAL_INTERACTIVE_THREADS", 1, { min: 0, max: 16 }),
     interactiveReserve,
@@ -128,4 +148,22 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     httpHost: r.string("SHOAL_HTTP_HOST", "127.0.0.1"),
     httpPort: r.int("SHOAL_HTTP_PORT", 9464, { min: 0, max: 65535 }),
   });
+}
+
+/** `SHOAL_RUNTIME` and `SHOAL_SIM_DILATION` (a positive number; only with a simulated runtime). */
+function readRuntime(r: EnvReader): RuntimeChoice {
+  const raw = r.string("SHOAL_RUNTIME", "onnx");
+  const dilationText = r.optionalString("SHOAL_SIM_DILATION");
+  const dilation = dilationText === undefined ? 1 : Number(dilationText);
+  if (!(Number.isFinite(dilation) && dilation > 0)) r.problem(`SHOAL_SIM_DILATION=${dilationText}: expected a number > 0`);
+  if (raw === "onnx") {
+    if (dilationText !== undefined) r.problem("SHOAL_SIM_DILATION: only applies with SHOAL_RUNTIME=simulated:<profile>");
+    return { kind: "onnx" };
+  }
+  const profile = raw.startsWith("simulated:") ? raw.slice("simulated:".length) : undefined;
+  if (profile === undefined || !simProfileIds.includes(profile)) {
+    r.problem(`SHOAL_RUNTIME=${raw}: expected onnx or simulated:<profile> with a profile of ${simProfileIds.join(", ")}`);
+    return { kind: "onnx" };
+  }
+  return { kind: "simulated", profile, dilation };
 }

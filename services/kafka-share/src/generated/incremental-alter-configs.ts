@@ -3,7 +3,7 @@
 // `npm run generate -w services/kafka-share`.
 
 import { Writer, type Reader } from "@platformatic/kafka";
-import { checkVersion, EMPTY_BUFFER, isDefault, readTaggedFields, writeTaggedFields, ZERO_UUID, type ApiSpec } from "./runtime.ts";
+import { checkVersion, readTaggedFields, type ApiSpec } from "./runtime.ts";
 
 /** IncrementalAlterConfigsRequest (API key 44), versions 0-1. */
 export interface IncrementalAlterConfigsRequest {

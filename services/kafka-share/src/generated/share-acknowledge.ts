@@ -3,7 +3,7 @@
 // `npm run generate -w services/kafka-share`.
 
 import { Writer, type Reader } from "@platformatic/kafka";
-import { checkVersion, EMPTY_BUFFER, isDefault, readTaggedFields, writeTaggedFields, ZERO_UUID, type ApiSpec } from "./runtime.ts";
+import { checkVersion, isDefault, readTaggedFields, type ApiSpec } from "./runtime.ts";
 
 /** ShareAcknowledgeRequest (API key 79), versions 1-2. */
 export interface ShareAcknowledgeRequest {
@@ -75,7 +75,7 @@ function writeShareAcknowledgeRequestAcknowledgePartition(w: Writer, version: nu
   if (flexible) w.appendUnsignedVarInt(0); // no tagged fields
 }
 
-function writeShareAcknowledgeRequestAcknowledgementBatch(w: Writer, version: number, value: ShareAcknowledgeRequestAcknowledgementBatch): void {
+function writeShareAcknowledgeRequestAcknowledgementBatch(w: Writer, _version: number, value: ShareAcknowledgeRequestAcknowledgementBatch): void {
   const flexible = true;
   w.appendInt64(value.firstOffset);
   w.appendInt64(value.lastOffset);
@@ -116,7 +116,7 @@ function readShareAcknowledgeRequestAcknowledgePartition(r: Reader, version: num
   return value;
 }
 
-function readShareAcknowledgeRequestAcknowledgementBatch(r: Reader, version: number): ShareAcknowledgeRequestAcknowledgementBatch {
+function readShareAcknowledgeRequestAcknowledgementBatch(r: Reader, _version: number): ShareAcknowledgeRequestAcknowledgementBatch {
   const flexible = true;
   const value: ShareAcknowledgeRequestAcknowledgementBatch = {
     firstOffset: r.readInt64(),
@@ -228,14 +228,14 @@ function writeShareAcknowledgeResponsePartitionData(w: Writer, version: number, 
   if (flexible) w.appendUnsignedVarInt(0); // no tagged fields
 }
 
-function writeShareAcknowledgeResponseLeaderIdAndEpoch(w: Writer, version: number, value: ShareAcknowledgeResponseLeaderIdAndEpoch): void {
+function writeShareAcknowledgeResponseLeaderIdAndEpoch(w: Writer, _version: number, value: ShareAcknowledgeResponseLeaderIdAndEpoch): void {
   const flexible = true;
   w.appendInt32(value.leaderId);
   w.appendInt32(value.leaderEpoch);
   if (flexible) w.appendUnsignedVarInt(0); // no tagged fields
 }
 
-function writeShareAcknowledgeResponseNodeEndpoint(w: Writer, version: number, value: ShareAcknowledgeResponseNodeEndpoint): void {
+function writeShareAcknowledgeResponseNodeEndpoint(w: Writer, _version: number, value: ShareAcknowledgeResponseNodeEndpoint): void {
   const flexible = true;
   w.appendInt32(value.nodeId);
   w.appendString(value.host, flexible);
@@ -280,7 +280,7 @@ function readShareAcknowledgeResponsePartitionData(r: Reader, version: number): 
   return value;
 }
 
-function readShareAcknowledgeResponseLeaderIdAndEpoch(r: Reader, version: number): ShareAcknowledgeResponseLeaderIdAndEpoch {
+function readShareAcknowledgeResponseLeaderIdAndEpoch(r: Reader, _version: number): ShareAcknowledgeResponseLeaderIdAndEpoch {
   const flexible = true;
   const value: ShareAcknowledgeResponseLeaderIdAndEpoch = {
     leaderId: r.readInt32(),
@@ -290,7 +290,7 @@ function readShareAcknowledgeResponseLeaderIdAndEpoch(r: Reader, version: number
   return value;
 }
 
-function readShareAcknowledgeResponseNodeEndpoint(r: Reader, version: number): ShareAcknowledgeResponseNodeEndpoint {
+function readShareAcknowledgeResponseNodeEndpoint(r: Reader, _version: number): ShareAcknowledgeResponseNodeEndpoint {
   const flexible = true;
   const value: ShareAcknowledgeResponseNodeEndpoint = {
     nodeId: r.readInt32(),

@@ -3,7 +3,7 @@
 // `npm run generate -w services/kafka-share`.
 
 import { Writer, type Reader } from "@platformatic/kafka";
-import { checkVersion, EMPTY_BUFFER, isDefault, readTaggedFields, writeTaggedFields, ZERO_UUID, type ApiSpec } from "./runtime.ts";
+import { checkVersion, isDefault, readTaggedFields, type ApiSpec } from "./runtime.ts";
 
 /** ShareFetchRequest (API key 78), versions 1-2. */
 export interface ShareFetchRequest {
@@ -109,7 +109,7 @@ function writeShareFetchRequestFetchPartition(w: Writer, version: number, value:
   if (flexible) w.appendUnsignedVarInt(0); // no tagged fields
 }
 
-function writeShareFetchRequestAcknowledgementBatch(w: Writer, version: number, value: ShareFetchRequestAcknowledgementBatch): void {
+function writeShareFetchRequestAcknowledgementBatch(w: Writer, _version: number, value: ShareFetchRequestAcknowledgementBatch): void {
   const flexible = true;
   w.appendInt64(value.firstOffset);
   w.appendInt64(value.lastOffset);
@@ -117,7 +117,7 @@ function writeShareFetchRequestAcknowledgementBatch(w: Writer, version: number, 
   if (flexible) w.appendUnsignedVarInt(0); // no tagged fields
 }
 
-function writeShareFetchRequestForgottenTopic(w: Writer, version: number, value: ShareFetchRequestForgottenTopic): void {
+function writeShareFetchRequestForgottenTopic(w: Writer, _version: number, value: ShareFetchRequestForgottenTopic): void {
   const flexible = true;
   w.appendUUID(value.topicId);
   w.appendArray(value.partitions, (w, e) => w.appendInt32(e), flexible, false);
@@ -164,7 +164,7 @@ function readShareFetchRequestFetchPartition(r: Reader, version: number): ShareF
   return value;
 }
 
-function readShareFetchRequestAcknowledgementBatch(r: Reader, version: number): ShareFetchRequestAcknowledgementBatch {
+function readShareFetchRequestAcknowledgementBatch(r: Reader, _version: number): ShareFetchRequestAcknowledgementBatch {
   const flexible = true;
   const value: ShareFetchRequestAcknowledgementBatch = {
     firstOffset: r.readInt64(),
@@ -175,7 +175,7 @@ function readShareFetchRequestAcknowledgementBatch(r: Reader, version: number): 
   return value;
 }
 
-function readShareFetchRequestForgottenTopic(r: Reader, version: number): ShareFetchRequestForgottenTopic {
+function readShareFetchRequestForgottenTopic(r: Reader, _version: number): ShareFetchRequestForgottenTopic {
   const flexible = true;
   const value: ShareFetchRequestForgottenTopic = {
     topicId: r.readUUID(),
@@ -303,14 +303,14 @@ function writeShareFetchResponsePartitionData(w: Writer, version: number, value:
   if (flexible) w.appendUnsignedVarInt(0); // no tagged fields
 }
 
-function writeShareFetchResponseLeaderIdAndEpoch(w: Writer, version: number, value: ShareFetchResponseLeaderIdAndEpoch): void {
+function writeShareFetchResponseLeaderIdAndEpoch(w: Writer, _version: number, value: ShareFetchResponseLeaderIdAndEpoch): void {
   const flexible = true;
   w.appendInt32(value.leaderId);
   w.appendInt32(value.leaderEpoch);
   if (flexible) w.appendUnsignedVarInt(0); // no tagged fields
 }
 
-function writeShareFetchResponseAcquiredRecords(w: Writer, version: number, value: ShareFetchResponseAcquiredRecords): void {
+function writeShareFetchResponseAcquiredRecords(w: Writer, _version: number, value: ShareFetchResponseAcquiredRecords): void {
   const flexible = true;
   w.appendInt64(value.firstOffset);
   w.appendInt64(value.lastOffset);
@@ -318,7 +318,7 @@ function writeShareFetchResponseAcquiredRecords(w: Writer, version: number, valu
   if (flexible) w.appendUnsignedVarInt(0); // no tagged fields
 }
 
-function writeShareFetchResponseNodeEndpoint(w: Writer, version: number, value: ShareFetchResponseNodeEndpoint): void {
+function writeShareFetchResponseNodeEndpoint(w: Writer, _version: number, value: ShareFetchResponseNodeEndpoint): void {
   const flexible = true;
   w.appendInt32(value.nodeId);
   w.appendString(value.host, flexible);
@@ -367,7 +367,7 @@ function readShareFetchResponsePartitionData(r: Reader, version: number): ShareF
   return value;
 }
 
-function readShareFetchResponseLeaderIdAndEpoch(r: Reader, version: number): ShareFetchResponseLeaderIdAndEpoch {
+function readShareFetchResponseLeaderIdAndEpoch(r: Reader, _version: number): ShareFetchResponseLeaderIdAndEpoch {
   const flexible = true;
   const value: ShareFetchResponseLeaderIdAndEpoch = {
     leaderId: r.readInt32(),
@@ -377,7 +377,7 @@ function readShareFetchResponseLeaderIdAndEpoch(r: Reader, version: number): Sha
   return value;
 }
 
-function readShareFetchResponseAcquiredRecords(r: Reader, version: number): ShareFetchResponseAcquiredRecords {
+function readShareFetchResponseAcquiredRecords(r: Reader, _version: number): ShareFetchResponseAcquiredRecords {
   const flexible = true;
   const value: ShareFetchResponseAcquiredRecords = {
     firstOffset: r.readInt64(),
@@ -388,7 +388,7 @@ function readShareFetchResponseAcquiredRecords(r: Reader, version: number): Shar
   return value;
 }
 
-function readShareFetchResponseNodeEndpoint(r: Reader, version: number): ShareFetchResponseNodeEndpoint {
+function readShareFetchResponseNodeEndpoint(r: Reader, _version: number): ShareFetchResponseNodeEndpoint {
   const flexible = true;
   const value: ShareFetchResponseNodeEndpoint = {
     nodeId: r.readInt32(),

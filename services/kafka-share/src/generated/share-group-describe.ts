@@ -3,7 +3,7 @@
 // `npm run generate -w services/kafka-share`.
 
 import { Writer, type Reader } from "@platformatic/kafka";
-import { checkVersion, EMPTY_BUFFER, isDefault, readTaggedFields, writeTaggedFields, ZERO_UUID, type ApiSpec } from "./runtime.ts";
+import { checkVersion, readTaggedFields, type ApiSpec } from "./runtime.ts";
 
 /** ShareGroupDescribeRequest (API key 77), versions 1. */
 export interface ShareGroupDescribeRequest {
@@ -13,14 +13,14 @@ export interface ShareGroupDescribeRequest {
   includeAuthorizedOperations: boolean;
 }
 
-function writeShareGroupDescribeRequest(w: Writer, version: number, value: ShareGroupDescribeRequest): void {
+function writeShareGroupDescribeRequest(w: Writer, _version: number, value: ShareGroupDescribeRequest): void {
   const flexible = true;
   w.appendArray(value.groupIds, (w, e) => w.appendString(e, flexible), flexible, false);
   w.appendBoolean(value.includeAuthorizedOperations);
   if (flexible) w.appendUnsignedVarInt(0); // no tagged fields
 }
 
-function readShareGroupDescribeRequest(r: Reader, version: number): ShareGroupDescribeRequest {
+function readShareGroupDescribeRequest(r: Reader, _version: number): ShareGroupDescribeRequest {
   const flexible = true;
   const value: ShareGroupDescribeRequest = {
     groupIds: r.readArray((r) => r.readString(flexible), flexible, false),
@@ -146,7 +146,7 @@ function writeShareGroupDescribeResponseAssignment(w: Writer, version: number, v
   if (flexible) w.appendUnsignedVarInt(0); // no tagged fields
 }
 
-function writeShareGroupDescribeResponseTopicPartitions(w: Writer, version: number, value: ShareGroupDescribeResponseTopicPartitions): void {
+function writeShareGroupDescribeResponseTopicPartitions(w: Writer, _version: number, value: ShareGroupDescribeResponseTopicPartitions): void {
   const flexible = true;
   w.appendUUID(value.topicId);
   w.appendString(value.topicName, flexible);
@@ -205,7 +205,7 @@ function readShareGroupDescribeResponseAssignment(r: Reader, version: number): S
   return value;
 }
 
-function readShareGroupDescribeResponseTopicPartitions(r: Reader, version: number): ShareGroupDescribeResponseTopicPartitions {
+function readShareGroupDescribeResponseTopicPartitions(r: Reader, _version: number): ShareGroupDescribeResponseTopicPartitions {
   const flexible = true;
   const value: ShareGroupDescribeResponseTopicPartitions = {
     topicId: r.readUUID(),

@@ -3,7 +3,7 @@
 // `npm run generate -w services/kafka-share`.
 
 import { Writer, type Reader } from "@platformatic/kafka";
-import { checkVersion, EMPTY_BUFFER, isDefault, readTaggedFields, writeTaggedFields, ZERO_UUID, type ApiSpec } from "./runtime.ts";
+import { checkVersion, readTaggedFields, type ApiSpec } from "./runtime.ts";
 
 /** ShareGroupHeartbeatRequest (API key 76), versions 1. */
 export interface ShareGroupHeartbeatRequest {
@@ -19,7 +19,7 @@ export interface ShareGroupHeartbeatRequest {
   subscribedTopicNames?: string[] | null;
 }
 
-function writeShareGroupHeartbeatRequest(w: Writer, version: number, value: ShareGroupHeartbeatRequest): void {
+function writeShareGroupHeartbeatRequest(w: Writer, _version: number, value: ShareGroupHeartbeatRequest): void {
   const flexible = true;
   w.appendString(value.groupId, flexible);
   w.appendString(value.memberId, flexible);
@@ -29,7 +29,7 @@ function writeShareGroupHeartbeatRequest(w: Writer, version: number, value: Shar
   if (flexible) w.appendUnsignedVarInt(0); // no tagged fields
 }
 
-function readShareGroupHeartbeatRequest(r: Reader, version: number): ShareGroupHeartbeatRequest {
+function readShareGroupHeartbeatRequest(r: Reader, _version: number): ShareGroupHeartbeatRequest {
   const flexible = true;
   const value: ShareGroupHeartbeatRequest = {
     groupId: r.readString(flexible),
@@ -109,7 +109,7 @@ function writeShareGroupHeartbeatResponseAssignment(w: Writer, version: number, 
   if (flexible) w.appendUnsignedVarInt(0); // no tagged fields
 }
 
-function writeShareGroupHeartbeatResponseTopicPartitions(w: Writer, version: number, value: ShareGroupHeartbeatResponseTopicPartitions): void {
+function writeShareGroupHeartbeatResponseTopicPartitions(w: Writer, _version: number, value: ShareGroupHeartbeatResponseTopicPartitions): void {
   const flexible = true;
   w.appendUUID(value.topicId);
   w.appendArray(value.partitions, (w, e) => w.appendInt32(e), flexible, false);
@@ -140,7 +140,7 @@ function readShareGroupHeartbeatResponseAssignment(r: Reader, version: number): 
   return value;
 }
 
-function readShareGroupHeartbeatResponseTopicPartitions(r: Reader, version: number): ShareGroupHeartbeatResponseTopicPartitions {
+function readShareGroupHeartbeatResponseTopicPartitions(r: Reader, _version: number): ShareGroupHeartbeatResponseTopicPartitions {
   const flexible = true;
   const value: ShareGroupHeartbeatResponseTopicPartitions = {
     topicId: r.readUUID(),

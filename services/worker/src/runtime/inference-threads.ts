@@ -60,8 +60,10 @@ export interface RunResult {
 /** What the threads run on. */
 export interface InferenceThreadsInfo {
   readonly modelId: string;
-  /** Provider the sessions actually use. */
-  readonly provider: ExecutionProviderChoice;
+  /** Provider the sessions actually use; `simulated` for a simulated accelerator (issue #16). */
+  readonly provider: ExecutionProviderChoice | 'simulated';
+  /** `onnx`, or `simulated:<profile>` (runtime/simulated): how the runtime is labelled wherever it shows. */
+  readonly runtime: string;
   /** Provider asked for (differs from `provider` after a CUDA → CPU fallback). */
   readonly requestedProvider: ExecutionProviderChoice;
   readonly threads: number;
@@ -337,6 +339,7 @@ export async function createInferenceThreads(opts: InferenceThreadsOptions): Pro
   group.info = Object.freeze({
     modelId: spec.id,
     provider: first?.provider ?? 'cpu',
+    runtime: 'onnx',
     requestedProvider: requested,
     threads,
     intraOpThreads: opts.intraOpThreads,

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { readModelDir, type ModelSpec } from '@shoal/common/model-manifest';
-import { measureRawMixed, measureRawThroughput } from './raw-ceiling.ts';
+import { openSession } from './onnx-session.ts';
+import { measureRawMixed, measureRawThroughput, sampleRunTimes } from './raw-ceiling.ts';
 import { generatedModelDir } from './test-models.ts';
 
 // Figures come from bench.ts; these only check the measurements are well-formed.
@@ -25,5 +26,16 @@ describe('raw ceiling measurements (tiny model, 2 iterations)', () => {
     assert.equal(r.usefulFraction, 396 / 400);
     assert.ok(r.usefulTokensPerSecond > 0 && r.usefulTokensPerSecond < r.paddedTokensPerSecond);
     assert.ok(Math.abs(r.usefulTokensPerSecond - 396 / (r.msPerPass / 1000)) / r.usefulTokensPerSecond < 1e-9);
+  });
+
+  it('sampleRunTimes times each call of an open session', async () => {
+    const { session } = await openSession(spec, { intraOpThreads: 1, executionProvider: 'cpu', allowSpinning: false });
+    try {
+      const samples = await sampleRunTimes(session, spec, { batch: 2, seqLen: 16 }, 3);
+      assert.equal(samples.length, 3);
+      for (const ms of samples) assert.ok(ms > 0 && Number.isFinite(ms));
+    } finally {
+      await session.release();
+    }
   });
 });

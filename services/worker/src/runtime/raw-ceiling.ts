@@ -85,6 +85,25 @@ async function timedRuns(session: ort.InferenceSession, spec: ModelSpec, feeds: 
   return ms;
 }
 
+/**
+ * Times each of `runs` `session.run()` calls on a full batch × seqLen input (after one untimed
+ * warm-up) in an open session: per-call samples, for fits that must see past a noisy neighbour.
+ */
+export async function sampleRunTimes(session: ort.InferenceSession, spec: ModelSpec, shape: { batch: number; seqLen: number }, runs: number): Promise<number[]> {
+  const vocab = await vocabSize(spec);
+  const seqs = Array.from({ length: shape.batch }, (_, b) => syntheticIds(shape.seqLen, vocab, b));
+  const feeds = feedsOf(spec, packGroup(seqs));
+  const fetches = [spec.outputName];
+  await session.run(feeds, fetches);
+  const samples: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    await session.run(feeds, fetches);
+    samples.push(performance.now() - t0);
+  }
+  return samples;
+}
+
 /** Times `session.run()` on a full batch × seqLen input (no padding), CPU provider. */
 export async function measureRawThroughput(spec: ModelSpec, opts: RawThroughputOptions): Promise<RawThroughput> {
   const vocab = await vocabSize(spec);

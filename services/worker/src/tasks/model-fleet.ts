@@ -3,7 +3,10 @@ import type { Catalog, CatalogModel, Logger } from "@shoal/common";
 import type { Clock } from "../batching/clock.ts";
 import type { ComputeGate } from "../batching/compute-gate.ts";
 import { Residency, type Lease, type ResidencyEvent } from "../residency/residency.ts";
-import { createInferenceThreads } from "../runtime/inference-threads.ts";
+import { createInferenceThreads, type InferenceThreads } from "../runtime/inference-threads.ts";
+import { createSimulatedDevice, type SimulatedDevice } from "../runtime/simulated/device.ts";
+import { simProfile } from "../runtime/simulated/profile.ts";
+import { createSimulatedPool } from "../runtime/simulated/simulated-pool.ts";
 import { createTextTokenizer } from "../runtime/text-tokenizer.ts";
 import type { WorkerConfig } from "../config.ts";
 import type { WorkerMetrics } from "../telemetry/worker-metrics.ts";
@@ -38,6 +41,10 @@ export interface ModelFleetDeps {
 /** The pool's models on this worker: loaded on demand under the memory budget, evicted by policy. */
 export interface ModelFleet {
   readonly residency: Residency<ModelRunner>;
+  /** `cpu`, `cuda` or `simulated:<profile>` (as the cluster status should show it). */
+  readonly runtimeLabel: string;
+  /** The worker's simulated accelerator, when `SHOAL_RUNTIME` names one (benchmarks read its lag). */
+  readonly device: SimulatedDevice | undefined;
   /** Loads the start-up models (those named, else the pool's while they fit); failures are logged. */
   preload(): Promise<void>;
   tryAcquire(model: string): Lease<ModelRunner> | undefined;
@@ -52,12 +59,24 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
   // calls at once across all models, interactive ones included.
   const sessions = config.inferenceThreads;
   const poolModels = [...catalog.models.values()].filter((m) => m.pool === config.pool);
+  const device = config.runtime.kind === "simulated" ? createSimulatedDevice({ profile: simProfile(config.runtime.profile), dilation: config.runtime.dilation }) : undefined;
+  metrics.runtimeInfo.set({ runtime: config.runtimeLabel }, 1);
+  if (device !== undefined) {
+    metrics.simulatedLag.watch(() => device.lag());
+    log.warn(
+      { runtime: device.label, dilation: device.dilation, source: device.profile.source, aMs: device.profile.aMs, bMsPerToken: device.profile.bMsPerToken, cMsPerToken2: device.profile.cMsPerToken2 },
+      "SIMULATED accelerator runtime: models are not computed, answers are synthetic, timings come from the profile",
+    );
+  }
   const sizes = new Map<string, number>();
-  for (const m of poolModels) sizes.set(m.id, await estimateModelBytes(m, sessions));
+  for (const m of poolModels) {
+    // A simulated model lives once on the worker's one device, whatever the thread count.
+    sizes.set(m.id, device === undefined ? await estimateModelBytes(m, sessions) : (m.memoryBytes ?? device.profile.memoryBytes));
+  }
 
-  async function load(id: string): Promise<ModelRunner> {
-    const model = catalog.models.get(id)!;
-    const inference = await createInferenceThreads({
+  function openRuntime(model: CatalogModel): Promise<InferenceThreads> {
+    if (device !== undefined) return createSimulatedPool({ spec: model.spec, device, threads: sessions });
+    return createInferenceThreads({
       spec: model.spec,
       threads: sessions,
       intraOpThreads: config.intraOpThreads,
@@ -67,6 +86,11 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
       // the CUDA provider. The budget is kept by this worker's accounting of model sizes.
       logger: log,
     });
+  }
+
+  async function load(id: string): Promise<ModelRunner> {
+    const model = catalog.models.get(id)!;
+    const inference = await openRuntime(model);
     try {
       const tokenizer = await createTextTokenizer(model.spec);
       return new ModelRunner(model.spec, tokenizer, inference, deps.runnerOptions(model), deps.clock, log);
@@ -122,6 +146,8 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
 
   return {
     residency,
+    runtimeLabel: config.runtimeLabel,
+    device,
     async preload() {
       const named = config.models.filter((m) => m !== "none");
       const unknown = named.filter((m) => !sizes.has(m));

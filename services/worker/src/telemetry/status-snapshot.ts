@@ -32,7 +32,7 @@ export function statusSnapshot(src: StatusSources): WorkerStatusInit {
     workerId: config.workerId,
     pool: config.pool,
     startedUnixMs: BigInt(src.startedUnixMs),
-    provider: config.executionProvider,
+    provider: config.runtimeLabel,
     memoryBudgetBytes: BigInt(config.memoryBudgetBytes),
     memoryUsedBytes: BigInt(residency?.usedBytes ?? 0),
     inFlightJobs: src.inFlightJobs(),

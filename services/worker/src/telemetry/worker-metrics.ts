@@ -26,6 +26,15 @@ export interface WorkerMetrics {
   readonly jobsWaitingForLoad: Gauge;
   readonly retries: Counter<"model">;
   readonly deadLetters: Counter<"reason">;
+  /** 1, labelled with what runs the models (`cpu`, `cuda`, `simulated:<profile>`). */
+  readonly runtimeInfo: Gauge<"runtime">;
+  /** Simulated accelerators only: the device's timer overshoot, read at scrape time once a source is set. */
+  readonly simulatedLag: SimulatedLagGauges;
+}
+
+/** Timer-lag gauges of a simulated device (issue #16); nothing is exported until `watch` is called. */
+export interface SimulatedLagGauges {
+  watch(source: () => { readonly maxLagMs: number; readonly meanLagMs: number; readonly totalLagFraction: number }): void;
 }
 
 /** @param inFlight read at scrape time: records pulled and not yet answered */
@@ -38,6 +47,27 @@ export function createWorkerMetrics(inFlight: () => number): WorkerMetrics {
     registers,
     collect() {
       this.set(inFlight());
+    },
+  });
+  let lagSource: Parameters<SimulatedLagGauges["watch"]>[0] | undefined;
+  new Gauge({
+    name: "shoal_worker_simulated_timer_lag_seconds",
+    help: "Simulated accelerator: how late its timers fired (max, mean); compare with service times",
+    labelNames: ["stat"],
+    registers,
+    collect() {
+      if (lagSource === undefined) return;
+      const lag = lagSource();
+      this.set({ stat: "max" }, lag.maxLagMs / 1000);
+      this.set({ stat: "mean" }, lag.meanLagMs / 1000);
+    },
+  });
+  new Gauge({
+    name: "shoal_worker_simulated_timer_lag_ratio",
+    help: "Simulated accelerator: total timer lag / total planned service time",
+    registers,
+    collect() {
+      if (lagSource !== undefined) this.set(lagSource().totalLagFraction);
     },
   });
   const ratio = [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1];
@@ -93,5 +123,11 @@ export function createWorkerMetrics(inFlight: () => number): WorkerMetrics {
       labelNames: ["reason"],
       registers,
     }),
+    runtimeInfo: new Gauge({ name: "shoal_worker_runtime_info", help: "What runs the models: cpu, cuda or simulated:<profile>", labelNames: ["runtime"], registers }),
+    simulatedLag: {
+      watch(source) {
+        lagSource = source;
+      },
+    },
   };
 }
