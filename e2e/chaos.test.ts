@@ -58,7 +58,7 @@ describe("chaos on the real stack (bounded): crashes, drains and a broker outage
   });
 
   test("kill -9 a worker under steady load: 0 lost, 0 wrong, recovery in seconds", async () => {
-    const cluster = await startCluster({ workers: 2, partitions: 4, workerEnv: { SHOAL_SESSION_TIMEOUT_MS: "3000", SHOAL_HEARTBEAT_INTERVAL_MS: "500" } });
+    const cluster = await startCluster({ workers: 2, workerEnv: { SHOAL_SESSION_TIMEOUT_MS: "3000", SHOAL_HEARTBEAT_INTERVAL_MS: "500" } });
     cleanup.push(() => cluster.stop());
     let killedAt = 0;
     const tally = await load(cluster, {
@@ -80,7 +80,7 @@ describe("chaos on the real stack (bounded): crashes, drains and a broker outage
   });
 
   test("SIGTERM a worker and a gateway under load: every in-flight request answered, clean exits", async () => {
-    const cluster = await startCluster({ workers: 2, gateways: 2, partitions: 4 });
+    const cluster = await startCluster({ workers: 2, gateways: 2 });
     cleanup.push(() => cluster.stop());
     let workerExit: Promise<number | null> | undefined;
     const viaSurvivor = load(cluster, { total: 300, concurrency: 8, gateway: 1, onSent: (n) => n === 100 && (workerExit = cluster.workers[1]!.stop("SIGTERM")) });

@@ -6,6 +6,13 @@ import { createInterface } from "node:readline";
 export const REPO_ROOT = resolve(import.meta.dirname, "../..");
 
 /** One JSON log line of a Shoal service. */
+/**
+ * Node flags every service runs with. kafkajs 2.2.4's request queue arms
+ * `setTimeout(fn, throttledUntil - Date.now())` with `throttledUntil = -1` whenever its queue
+ * empties; Node 24 warns on the negative delay (the timer still fires at 1 ms, as intended).
+ */
+export const SERVICE_NODE_FLAGS = ["--disable-warning=TimeoutNegativeWarning"];
+
 export type LogLine = Record<string, unknown> & { msg?: string; level?: string };
 
 /** A gateway or worker running as its own OS process, with its parsed log lines. */
@@ -29,7 +36,7 @@ export class ServiceProcess {
   static start(kind: "gateway" | "worker", name: string, env: Record<string, string>): ServiceProcess {
     // SHOAL_NODE_ARGS: extra node flags for profiling (e.g. --cpu-prof), which NODE_OPTIONS refuses.
     const extra = (env["SHOAL_NODE_ARGS"] ?? "").split(" ").filter((a) => a !== "");
-    const child = spawn(process.execPath, [...extra, "--import", "tsx", resolve(REPO_ROOT, `services/${kind}/src/main.ts`)], {
+    const child = spawn(process.execPath, [...extra, ...SERVICE_NODE_FLAGS, "--import", "tsx", resolve(REPO_ROOT, `services/${kind}/src/main.ts`)], {
       cwd: REPO_ROOT,
       env: { ...process.env, LOG_LEVEL: "info", ...env },
       stdio: ["ignore", "pipe", "pipe"],

@@ -60,7 +60,8 @@ const env = {
 const children: ChildProcess[] = [];
 
 function startService(kind: "gateway" | "worker", name: string, extra: Record<string, string>, ready: string): Promise<Record<string, unknown>> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(REPO_ROOT, `services/${kind}/src/main.ts`)], {
+  // kafkajs 2.2.4 arms negative timers that Node 24 warns about (harmless; see e2e/harness/service-process.ts).
+  const child = spawn(process.execPath, ["--disable-warning=TimeoutNegativeWarning", "--import", "tsx", join(REPO_ROOT, `services/${kind}/src/main.ts`)], {
     cwd: REPO_ROOT,
     env: { ...env, ...extra },
     stdio: ["ignore", "pipe", "pipe"],
