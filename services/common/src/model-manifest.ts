@@ -41,6 +41,28 @@ export type ProblemType = 'single_label' | 'multi_label';
 
 const PROBLEM_TYPES: readonly ProblemType[] = ['single_label', 'multi_label'];
 
+/**
+ * Where a model's weights come from: `generated` (shoal-modelgen's fixed pseudo-random weights,
+ * right shapes but meaningless answers) or `pretrained` (trained weights from an upstream model).
+ */
+export type ModelOrigin = 'generated' | 'pretrained';
+
+const ORIGINS: readonly ModelOrigin[] = ['generated', 'pretrained'];
+
+/**
+ * Text an embedder expects in front of each input, by the role of the text (E5's `query: ` and
+ * `passage: `, BGE's retrieval instruction before queries). Declared per model in its manifest;
+ * an absent role means the text is sent as is.
+ */
+export interface EmbedPrompts {
+  /** Prefix for search queries. */
+  readonly query: string | undefined;
+  /** Prefix for the texts searched (documents, passages). */
+  readonly passage: string | undefined;
+}
+
+const PROMPT_ROLES: readonly (keyof EmbedPrompts)[] = ['query', 'passage'];
+
 /** ONNX graph input names, as the manifest maps them. */
 export interface ModelInputNames {
   readonly inputIds: string;
@@ -77,11 +99,23 @@ interface ModelSpecBase {
   readonly memoryBytes: number | undefined;
   /** Provenance as written by the generator or exporter; opaque to the runtime. */
   readonly source: Readonly<Record<string, unknown>> | undefined;
+  /**
+   * `generated` or `pretrained`: the manifest's `origin`, else `generated` when `source.generator`
+   * is set (every directory shoal-modelgen writes) and `pretrained` otherwise.
+   */
+  readonly origin: ModelOrigin;
 }
 
 /** A sentence embedder: output `[batch, seq, dimensions]` (or `[batch, dimensions]` when pooling is `none`). */
 export interface EmbedModelSpec extends ModelSpecBase {
   readonly task: 'embed';
+  /** Prefixes by text role (manifest `prompts`); both undefined when the model wants none. */
+  readonly prompts: EmbedPrompts;
+  /**
+   * Whether the model was trained so that a prefix of its vector (re-normalised) is itself a
+   * usable embedding (Matryoshka representation learning). Manifest `matryoshka`, default false.
+   */
+  readonly matryoshka: boolean;
 }
 
 /**
@@ -219,7 +253,7 @@ async function fileProblem(path: string, field: string): Promise<string | undefi
 
 /** Task-specific fields, already validated. */
 type TaskFields =
-  | { task: 'embed'; dimensions: number; pooling: Pooling; normalize: boolean }
+  | { task: 'embed'; dimensions: number; pooling: Pooling; normalize: boolean; prompts: EmbedPrompts; matryoshka: boolean }
   | { task: 'rerank'; scoreActivation: ScoreActivation; hiddenSize: number | undefined }
   | { task: 'classify'; labels: string[]; problemType: ProblemType; hiddenSize: number | undefined };
 
@@ -263,12 +297,18 @@ export function validateManifest(dir: string, raw: unknown): { spec: ModelSpec; 
   const memoryBytes = m.memoryBytes === undefined ? undefined : r.integer(m, 'memoryBytes', 'memoryBytes', 1);
   let source: Json | undefined;
   if (m.source !== undefined) source = r.object(m, 'source', 'source');
+  const origin = m.origin === undefined
+    ? (source !== undefined && source['generator'] !== undefined ? 'generated' : 'pretrained')
+    : (r.oneOf(m, 'origin', 'origin', ORIGINS) ?? 'pretrained');
 
-  const common = { dir, id, maxSequenceLength, modelPath, outputName, inputNames, tokenizerPath, memoryBytes, source };
+  const common = { dir, id, maxSequenceLength, modelPath, outputName, inputNames, tokenizerPath, memoryBytes, source, origin };
   let spec: ModelSpec;
   switch (fields.task) {
     case 'embed':
-      spec = { ...common, task: 'embed', dimensions: fields.dimensions, pooling: fields.pooling, normalize: fields.normalize };
+      spec = {
+        ...common, task: 'embed', dimensions: fields.dimensions, pooling: fields.pooling, normalize: fields.normalize,
+        prompts: fields.prompts, matryoshka: fields.matryoshka,
+      };
       break;
     case 'rerank':
       spec = {
@@ -291,12 +331,16 @@ function taskFields(r: FieldReader, m: Json, task: ModelTask | undefined, dimens
   if (task === 'embed' || task === undefined) {
     const pooling = r.oneOf(m, 'pooling', 'pooling', POOLINGS) ?? 'mean';
     if (typeof m.normalize !== 'boolean') r.problems.push(`normalize: must be a boolean (${describe(m.normalize)})`);
-    return { task: 'embed', dimensions, pooling, normalize: m.normalize === true };
+    if (m.matryoshka !== undefined && typeof m.matryoshka !== 'boolean') {
+      r.problems.push(`matryoshka: must be a boolean (${describe(m.matryoshka)})`);
+    }
+    return {
+      task: 'embed', dimensions, pooling, normalize: m.normalize === true,
+      prompts: readPrompts(r, m), matryoshka: m.matryoshka === true,
+    };
   }
   const why = `only for task "embed"; a ${task} model outputs [batch, numLabels] logits`;
-  r.forbidden(m, 'dimensions', 'dimensions', why);
-  r.forbidden(m, 'pooling', 'pooling', why);
-  r.forbidden(m, 'normalize', 'normalize', why);
+  for (const key of ['dimensions', 'pooling', 'normalize', 'prompts', 'matryoshka']) r.forbidden(m, key, key, why);
   if (task === 'rerank') {
     const scoreActivation = r.oneOf(m, 'scoreActivation', 'scoreActivation', SCORE_ACTIVATIONS) ?? 'sigmoid';
     return { task, scoreActivation, hiddenSize: optionalHiddenSize(r, m) };
@@ -307,6 +351,26 @@ function taskFields(r: FieldReader, m: Json, task: ModelTask | undefined, dimens
     r.problems.push('labels: a "single_label" classifier needs at least 2 labels (softmax over one label is always 1)');
   }
   return { task, labels, problemType, hiddenSize: optionalHiddenSize(r, m) };
+}
+
+/** `prompts`: an object with optional non-empty `query` / `passage` strings and nothing else. */
+function readPrompts(r: FieldReader, m: Json): EmbedPrompts {
+  if (m.prompts === undefined) return { query: undefined, passage: undefined };
+  const raw = r.object(m, 'prompts', 'prompts');
+  for (const key of Object.keys(raw)) {
+    if (!(PROMPT_ROLES as readonly string[]).includes(key)) {
+      r.problems.push(`prompts.${key}: unknown role (expected ${PROMPT_ROLES.map((p) => `"${p}"`).join(', ')})`);
+    }
+  }
+  // A prompt is used verbatim: its trailing space matters, so only the empty string is refused.
+  const prompt = (key: keyof EmbedPrompts): string | undefined => {
+    const v = raw[key];
+    if (v === undefined) return undefined;
+    if (typeof v === 'string' && v !== '') return v;
+    r.problems.push(`prompts.${key}: must be a non-empty string (${describe(v)})`);
+    return undefined;
+  };
+  return { query: prompt('query'), passage: prompt('passage') };
 }
 
 function optionalHiddenSize(r: FieldReader, m: Json): number | undefined {

