@@ -1,4 +1,4 @@
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import {
   createKafka,
@@ -18,7 +18,7 @@ import { ClusterService } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { Health, HealthCheckResponse_ServingStatus as Serving } from "@shoal/gen/grpc/health/v1/health_pb.ts";
 import type { GatewayConfig } from "./config.ts";
 import { Admission } from "./admission.ts";
-import { ApiKeys, requireApiKey } from "./auth.ts";
+import { ApiKeys, callerKey, connectionOf, requireApiKey } from "./auth.ts";
 import { createDualServer, type DualServer } from "./dual-server.ts";
 import { createTlsServer } from "./tls-server.ts";
 import { createLaneLagMonitor, type LaneLagMonitor } from "./lane-lag.ts";
@@ -151,6 +151,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     ];
     const handler = connectNodeAdapter({
       interceptors,
+      contextValues: (req) => createContextValues().set(callerKey, connectionOf(req.socket)),
       readMaxBytes: config.maxRequestBytes,
       // Compressed requests are accepted, but responses are never compressed: vectors are
       // incompressible float noise and gzip cost more CPU than the whole rest of the call.

@@ -24,6 +24,14 @@ export interface Principal {
 /** Where the authenticating interceptor leaves the caller for handlers and outer interceptors. */
 export const principalKey = createContextKey<Principal | undefined>(undefined, { description: "shoal.principal" });
 
+/** Who is calling when keys are off: the caller's connection (`address:port`), for fair admission. */
+export const callerKey = createContextKey<string>("", { description: "shoal.caller" });
+
+/** The connection a request came on, as admission names callers when keys are off. */
+export function connectionOf(socket: { remoteAddress?: string | undefined; remotePort?: number | undefined } | null | undefined): string {
+  return `${socket?.remoteAddress ?? "?"}:${socket?.remotePort ?? 0}`;
+}
+
 /** Services any caller may use: health checks (load balancers, k8s) and reflection (the schema is public). */
 const OPEN_SERVICES = new Set([Health.typeName, reflectionV1.ServerReflection.typeName, reflectionV1alpha.ServerReflection.typeName]);
 
