@@ -16,7 +16,7 @@ import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { ClusterService } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { Health, HealthCheckResponse_ServingStatus as Serving } from "@shoal/gen/grpc/health/v1/health_pb.ts";
-import type { GatewayConfig } from "./config.ts";
+import { isLoopback, type GatewayConfig } from "./config.ts";
 import { Admission } from "./admission.ts";
 import { ApiKeys, callerKey, connectionOf, requireApiKey } from "./auth.ts";
 import { createDualServer, type DualServer } from "./dual-server.ts";
@@ -168,7 +168,11 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
           res.writeHead(status, { "content-type": "text/plain" });
           res.end(body);
         };
-        if (req.url === "/metrics") {
+        if (req.url === "/metrics" && apiKeys.enabled && !apiKeys.recognises(req.headers.authorization)) {
+          // With keys on, the scrape needs one (Prometheus: authorization.credentials_file).
+          res.writeHead(401, { "content-type": "text/plain", "www-authenticate": 'Bearer realm="shoal"' });
+          res.end("/metrics needs an API key when keys are configured\n");
+        } else if (req.url === "/metrics") {
           void metrics.registry.metrics().then((body) => {
             res.writeHead(200, { "content-type": metrics.registry.contentType });
             res.end(body);
@@ -191,9 +195,16 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       }),
       console: createConsoleStatic(config.consoleDir),
       connect: handler,
+      ...(apiKeys.enabled ? { recognisesKey: (authorization: string | undefined) => apiKeys.recognises(authorization) } : {}),
     });
     // TLS: one HTTPS port, ALPN h2 + http/1.1; plain text: HTTP/1.1 and h2c told apart by the preface.
-    server = config.tls ? createTlsServer(front, config.tls) : createDualServer(front);
+    server = config.tls ? createTlsServer(front, config.tls, config.connectionLimits) : createDualServer(front, { limits: config.connectionLimits });
+    if (config.insecurePublic && !isLoopback(config.host) && (!apiKeys.enabled || config.tls === undefined)) {
+      log.warn(
+        { host: config.host, apiKeys: apiKeys.enabled, tls: config.tls !== undefined },
+        "SHOAL_INSECURE_PUBLIC=1: serving off loopback WITHOUT " + [apiKeys.enabled ? "" : "API keys", config.tls ? "" : "TLS"].filter((x) => x !== "").join(" and ") + " — anyone who reaches this port can call it",
+      );
+    }
     const address = await server.listen(config.port, config.host);
     health.setAll(Serving.SERVING);
     probe.start();

@@ -106,6 +106,17 @@ export class ApiKeys {
     return [...new Set(this.entries.map((e) => e.principal.tenant))];
   }
 
+  /** Whether `authorization` carries a configured key (nothing charged): the HTTP front's check before any body is read. */
+  recognises(authorization: string | undefined): boolean {
+    if (!this.enabled) return true;
+    const token = /^Bearer +(\S+) *$/i.exec(authorization ?? "")?.[1];
+    if (token === undefined || !BEARER_TOKEN.test(token)) return false;
+    const digest = hashApiKey(token);
+    let found = false;
+    for (const entry of this.entries) found = timingSafeEqual(entry.sha256, digest) || found;
+    return found;
+  }
+
   /**
    * Checks an `authorization` header and charges the key's request rate. Returns the caller, or
    * undefined when authentication is off; throws UnauthenticatedError or RateLimitedError.
