@@ -195,7 +195,9 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       }),
       console: createConsoleStatic(config.consoleDir),
       connect: handler,
-      ...(apiKeys.enabled ? { recognisesKey: (authorization: string | undefined) => apiKeys.recognises(authorization) } : {}),
+      ...(apiKeys.enabled ? { keyRefusal: (authorization: string | undefined) => apiKeys.refusal(authorization) } : {}),
+      // Counted as the interceptors count a refused call (no model, no tenant).
+      onRefused: (method) => metrics.requests.inc({ method: /^[A-Za-z]{1,40}$/.test(method) ? method : "unknown", model: "", lane: "", code: "Unauthenticated", tenant: "" }),
     });
     // TLS: one HTTPS port, ALPN h2 + http/1.1; plain text: HTTP/1.1 and h2c told apart by the preface.
     server = config.tls ? createTlsServer(front, config.tls, config.connectionLimits) : createDualServer(front, { limits: config.connectionLimits });

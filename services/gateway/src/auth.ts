@@ -106,15 +106,29 @@ export class ApiKeys {
     return [...new Set(this.entries.map((e) => e.principal.tenant))];
   }
 
-  /** Whether `authorization` carries a configured key (nothing charged): the HTTP front's check before any body is read. */
+  /**
+   * Why `authorization` cannot reach a keyed RPC (the messages `authenticate` throws), or undefined
+   * when it carries a configured key; nothing is charged. The HTTP front's check before any body is read.
+   */
+  refusal(authorization: string | undefined): string | undefined {
+    if (!this.enabled) return undefined;
+    try {
+      if (authorization === undefined || authorization.trim() === "") throw new UnauthenticatedError(MISSING);
+      const token = /^Bearer +(\S+) *$/i.exec(authorization)?.[1];
+      if (token === undefined || !BEARER_TOKEN.test(token)) throw new UnauthenticatedError("authorization: expected 'Bearer <key>'");
+      const digest = hashApiKey(token);
+      let found = false;
+      for (const entry of this.entries) found = timingSafeEqual(entry.sha256, digest) || found;
+      if (!found) throw new UnauthenticatedError("API key not recognised");
+      return undefined;
+    } catch (err) {
+      return (err as Error).message;
+    }
+  }
+
+  /** Whether `authorization` carries a configured key (always, when keys are off). */
   recognises(authorization: string | undefined): boolean {
-    if (!this.enabled) return true;
-    const token = /^Bearer +(\S+) *$/i.exec(authorization ?? "")?.[1];
-    if (token === undefined || !BEARER_TOKEN.test(token)) return false;
-    const digest = hashApiKey(token);
-    let found = false;
-    for (const entry of this.entries) found = timingSafeEqual(entry.sha256, digest) || found;
-    return found;
+    return this.refusal(authorization) === undefined;
   }
 
   /**

@@ -15,20 +15,22 @@ export interface HttpFrontRoutes {
   readonly console: Handler;
   /** Everything else: the Connect adapter (RPCs, then its own fallback for /healthz etc.). */
   readonly connect: Handler;
-  /** Whether a request's `authorization` may reach a keyed RPC (checked before its body is read); none: keys off. */
-  readonly recognisesKey?: (authorization: string | undefined) => boolean;
+  /** Why a request's `authorization` may not reach a keyed RPC (checked before its body is read); none: keys off. */
+  readonly keyRefusal?: (authorization: string | undefined) => string | undefined;
+  /** Told about each call refused here (`method`: the RPC's name), so the request metrics count it. */
+  readonly onRefused?: (method: string) => void;
 }
 
 /** RPC paths that need a key (health and reflection stay open). */
 const KEYED_PATH = /^\/shoal\.v1\./;
-const UNAUTHENTICATED = "missing or unknown API key: send 'authorization: Bearer <key>'";
 
 /**
  * Refuses a keyed RPC without a recognised key before its body is read (Connect-ES parses bodies
  * before interceptors run): gRPC and gRPC-Web get a trailers-only Unauthenticated, Connect 401.
  * The rate and the principal are still taken by the interceptor for recognised keys.
  */
-function refuseUnauthenticated(req: Req, res: Res): void {
+function refuseUnauthenticated(req: Req, res: Res, message: string): void {
+  const UNAUTHENTICATED = message;
   const type = req.headers["content-type"] ?? "";
   if (/^application\/grpc/i.test(type)) {
     writeHead(res, 200, { "content-type": type.split(";")[0] ?? "application/grpc", "grpc-status": "16", "grpc-message": encodeURIComponent(UNAUTHENTICATED), "www-authenticate": 'Bearer realm="shoal"' });
@@ -60,8 +62,9 @@ export function createHttpFront(routes: HttpFrontRoutes): Handler {
       // a way that can split a surrogate pair. gRPC clients send protobuf; Connect JSON is served.
       writeHead(res, 415, { "content-type": "text/plain", "accept-post": "application/grpc, application/grpc+proto, application/grpc-web, application/grpc-web+proto, application/json, application/proto" });
       res.end("gRPC and gRPC-Web take the protobuf codec; use application/json for Connect JSON\n");
-    } else if (routes.recognisesKey !== undefined && KEYED_PATH.test(pathname) && !routes.recognisesKey(headerOf(req, "authorization"))) {
-      refuseUnauthenticated(req, res);
+    } else if (routes.keyRefusal !== undefined && KEYED_PATH.test(pathname) && routes.keyRefusal(headerOf(req, "authorization")) !== undefined) {
+      refuseUnauthenticated(req, res, routes.keyRefusal(headerOf(req, "authorization")) ?? "");
+      routes.onRefused?.(pathname.split("/")[2] ?? "unknown");
     } else {
       clampTimeoutHeaders(req.headers);
       routes.connect(req, res);
