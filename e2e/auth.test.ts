@@ -82,7 +82,7 @@ describe("API keys: tenants, model lists, rate limits (real gateway, worker and 
     for (const key of [ACME, OPS, SLOW]) assert.equal(logs.includes(key), false, "a key appears in the gateway's logs");
   });
 
-  test("health checks, reflection, /healthz, /readyz and /metrics stay open without a key", async () => {
+  test("health checks, reflection, /healthz and /readyz stay open without a key; /metrics needs one", async () => {
     assert.equal((await clients(base, "grpc").health.check({})).status, Serving.SERVING);
     const reflection = createClient(ServerReflection, createGrpcTransport({ baseUrl: base }));
     const services: string[] = [];
@@ -92,7 +92,9 @@ describe("API keys: tenants, model lists, rate limits (real gateway, worker and 
       if (res.messageResponse.case === "listServicesResponse") services.push(...res.messageResponse.value.service.map((s) => s.name));
     }
     assert.ok(services.includes(InferenceService.typeName));
-    for (const path of ["/healthz", "/readyz", "/metrics"]) assert.equal((await fetch(`${base}${path}`)).status, 200, path);
+    for (const path of ["/healthz", "/readyz"]) assert.equal((await fetch(`${base}${path}`)).status, 200, path);
+    assert.equal((await fetch(`${base}/metrics`)).status, 401);
+    assert.equal((await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${ACME}` } })).status, 200);
   });
 
   test("a model outside the key's list is PermissionDenied; ListModels shows only the key's models", async () => {
@@ -161,7 +163,7 @@ describe("API keys: tenants, model lists, rate limits (real gateway, worker and 
           }
         },
       });
-      const before = await scrape(`${base}/metrics`);
+      const before = await scrape(`${base}/metrics`, ACME);
       await clients(base, "grpc", ACME).inference.embed({ model: MODEL_A, inputs: ["tenant acme"] });
       await clients(base, "connect", OPS).inference.embed({ model: MODEL_B, inputs: ["tenant ops, no lane named"] });
       const deadline = Date.now() + 30_000;
@@ -171,7 +173,7 @@ describe("API keys: tenants, model lists, rate limits (real gateway, worker and 
       assert.equal(find("ops")?.topic, jobsTopic(cluster.pool, Lane.BATCH));
       assert.equal(find("ops")?.envelope.lane, Lane.BATCH);
 
-      const after = await scrape(`${base}/metrics`);
+      const after = await scrape(`${base}/metrics`, ACME);
       const delta = (m: Record<string, string>): number => total(after, "shoal_gateway_requests_total", m) - total(before, "shoal_gateway_requests_total", m);
       assert.equal(delta({ method: "Embed", tenant: "acme", model: MODEL_A, lane: "interactive", code: "ok" }), 1);
       assert.equal(delta({ method: "Embed", tenant: "ops", model: MODEL_B, lane: "batch", code: "ok" }), 1);

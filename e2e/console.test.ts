@@ -82,7 +82,7 @@ describe("web console and browser access (real Chromium, real stack)", () => {
   let other: http.Server | undefined;
   before(async () => {
     browser = await launchBrowser();
-    cluster = await startCluster();
+    cluster = await startCluster({ gatewayEnv: { SHOAL_CORS_ORIGINS: "*" } });
     base = cluster.urls[0]!;
     model = cluster.modelIds[0]!;
     dims = (await clientsFor(base, "connect").models.getModel({ id: model })).model!.dimensions;

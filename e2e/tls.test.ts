@@ -30,6 +30,11 @@ try {
   opensslMissing = "the openssl CLI is needed to make a test certificate";
 }
 
+// A machine without openssl must not pass this file by skipping it: infra/dev/setup-system.sh installs it.
+test("the openssl CLI is installed (infra/dev/setup-system.sh installs it)", () => {
+  if (opensslMissing !== false) assert.fail(`${opensslMissing}: run infra/dev/setup-system.sh`);
+});
+
 async function failure(p: Promise<unknown>): Promise<ConnectError> {
   try {
     await p;

@@ -9,8 +9,8 @@ export interface Scrape {
 }
 
 /** Scrapes and parses a Prometheus text endpoint (throws if it does not parse). */
-export async function scrape(url: string): Promise<Scrape> {
-  const res = await fetch(url);
+export async function scrape(url: string, apiKey?: string): Promise<Scrape> {
+  const res = await fetch(url, apiKey === undefined ? {} : { headers: { authorization: `Bearer ${apiKey}` } });
   if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`);
   const text = await res.text();
   return { families: parsePrometheusTextFormat(text), text };

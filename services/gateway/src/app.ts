@@ -1,4 +1,4 @@
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import {
   createKafka,
@@ -16,9 +16,9 @@ import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { ClusterService } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { Health, HealthCheckResponse_ServingStatus as Serving } from "@shoal/gen/grpc/health/v1/health_pb.ts";
-import type { GatewayConfig } from "./config.ts";
+import { isLoopback, type GatewayConfig } from "./config.ts";
 import { Admission } from "./admission.ts";
-import { ApiKeys, requireApiKey } from "./auth.ts";
+import { ApiKeys, callerKey, connectionOf, requireApiKey } from "./auth.ts";
 import { createDualServer, type DualServer } from "./dual-server.ts";
 import { createTlsServer } from "./tls-server.ts";
 import { createLaneLagMonitor, type LaneLagMonitor } from "./lane-lag.ts";
@@ -151,6 +151,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     ];
     const handler = connectNodeAdapter({
       interceptors,
+      contextValues: (req) => createContextValues().set(callerKey, connectionOf(req.socket)),
       readMaxBytes: config.maxRequestBytes,
       // Compressed requests are accepted, but responses are never compressed: vectors are
       // incompressible float noise and gzip cost more CPU than the whole rest of the call.
@@ -167,7 +168,11 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
           res.writeHead(status, { "content-type": "text/plain" });
           res.end(body);
         };
-        if (req.url === "/metrics") {
+        if (req.url === "/metrics" && apiKeys.enabled && !apiKeys.recognises(req.headers.authorization)) {
+          // With keys on, the scrape needs one (Prometheus: authorization.credentials_file).
+          res.writeHead(401, { "content-type": "text/plain", "www-authenticate": 'Bearer realm="shoal"' });
+          res.end("/metrics needs an API key when keys are configured\n");
+        } else if (req.url === "/metrics") {
           void metrics.registry.metrics().then((body) => {
             res.writeHead(200, { "content-type": metrics.registry.contentType });
             res.end(body);
@@ -190,9 +195,18 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       }),
       console: createConsoleStatic(config.consoleDir),
       connect: handler,
+      ...(apiKeys.enabled ? { keyRefusal: (authorization: string | undefined) => apiKeys.refusal(authorization) } : {}),
+      // Counted as the interceptors count a refused call (no model, no tenant).
+      onRefused: (method) => metrics.requests.inc({ method: /^[A-Za-z]{1,40}$/.test(method) ? method : "unknown", model: "", lane: "", code: "Unauthenticated", tenant: "" }),
     });
     // TLS: one HTTPS port, ALPN h2 + http/1.1; plain text: HTTP/1.1 and h2c told apart by the preface.
-    server = config.tls ? createTlsServer(front, config.tls) : createDualServer(front);
+    server = config.tls ? createTlsServer(front, config.tls, config.connectionLimits) : createDualServer(front, { limits: config.connectionLimits });
+    if (config.insecurePublic && !isLoopback(config.host) && (!apiKeys.enabled || config.tls === undefined)) {
+      log.warn(
+        { host: config.host, apiKeys: apiKeys.enabled, tls: config.tls !== undefined },
+        "SHOAL_INSECURE_PUBLIC=1: serving off loopback WITHOUT " + [apiKeys.enabled ? "" : "API keys", config.tls ? "" : "TLS"].filter((x) => x !== "").join(" and ") + " — anyone who reaches this port can call it",
+      );
+    }
     const address = await server.listen(config.port, config.host);
     health.setAll(Serving.SERVING);
     probe.start();

@@ -24,6 +24,14 @@ export interface Principal {
 /** Where the authenticating interceptor leaves the caller for handlers and outer interceptors. */
 export const principalKey = createContextKey<Principal | undefined>(undefined, { description: "shoal.principal" });
 
+/** Who is calling when keys are off: the caller's connection (`address:port`), for fair admission. */
+export const callerKey = createContextKey<string>("", { description: "shoal.caller" });
+
+/** The connection a request came on, as admission names callers when keys are off. */
+export function connectionOf(socket: { remoteAddress?: string | undefined; remotePort?: number | undefined } | null | undefined): string {
+  return `${socket?.remoteAddress ?? "?"}:${socket?.remotePort ?? 0}`;
+}
+
 /** Services any caller may use: health checks (load balancers, k8s) and reflection (the schema is public). */
 const OPEN_SERVICES = new Set([Health.typeName, reflectionV1.ServerReflection.typeName, reflectionV1alpha.ServerReflection.typeName]);
 
@@ -96,6 +104,31 @@ export class ApiKeys {
   /** The configured tenants (bounded: they come from configuration). */
   get tenants(): string[] {
     return [...new Set(this.entries.map((e) => e.principal.tenant))];
+  }
+
+  /**
+   * Why `authorization` cannot reach a keyed RPC (the messages `authenticate` throws), or undefined
+   * when it carries a configured key; nothing is charged. The HTTP front's check before any body is read.
+   */
+  refusal(authorization: string | undefined): string | undefined {
+    if (!this.enabled) return undefined;
+    try {
+      if (authorization === undefined || authorization.trim() === "") throw new UnauthenticatedError(MISSING);
+      const token = /^Bearer +(\S+) *$/i.exec(authorization)?.[1];
+      if (token === undefined || !BEARER_TOKEN.test(token)) throw new UnauthenticatedError("authorization: expected 'Bearer <key>'");
+      const digest = hashApiKey(token);
+      let found = false;
+      for (const entry of this.entries) found = timingSafeEqual(entry.sha256, digest) || found;
+      if (!found) throw new UnauthenticatedError("API key not recognised");
+      return undefined;
+    } catch (err) {
+      return (err as Error).message;
+    }
+  }
+
+  /** Whether `authorization` carries a configured key (always, when keys are off). */
+  recognises(authorization: string | undefined): boolean {
+    return this.refusal(authorization) === undefined;
   }
 
   /**

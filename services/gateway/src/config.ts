@@ -2,6 +2,7 @@ import { createPrivateKey, randomBytes, X509Certificate, type KeyObject } from "
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { EnvReader, parseConfigText, readKafkaSettings, type KafkaSettings } from "@shoal/common";
+import type { ConnectionLimits } from "./connection-limits.ts";
 import { checkDuplicateKeys, parseApiKeysDocument, parseApiKeysEnv, type ApiKeySpec } from "./api-keys.ts";
 
 /** The gateway's whole configuration, validated once at start. */
@@ -38,6 +39,15 @@ export interface GatewayConfig {
   readonly apiKeys: readonly ApiKeySpec[];
   /** Certificate chain and private key (PEM): HTTPS with ALPN h2 + http/1.1 instead of plain text. */
   readonly tls: { readonly cert: Buffer; readonly key: Buffer } | undefined;
+  /** Limits against slow and greedy peers (connections, streams, timeouts). */
+  readonly connectionLimits: ConnectionLimits;
+  /** SHOAL_INSECURE_PUBLIC=1: serve off loopback without API keys and/or TLS (logged loudly at start). */
+  readonly insecurePublic: boolean;
+}
+
+/** Whether `host` only accepts connections from this machine. */
+export function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
 // An origin as browsers send it: scheme, host, optional port; no path.
@@ -53,14 +63,31 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
   const defaultTimeoutMs = r.int("SHOAL_DEFAULT_TIMEOUT_MS", 30_000, { min: 1 });
   const maxTimeoutMs = r.int("SHOAL_MAX_TIMEOUT_MS", 300_000, { min: 1 });
   if (defaultTimeoutMs > maxTimeoutMs) r.problem("SHOAL_DEFAULT_TIMEOUT_MS must not exceed SHOAL_MAX_TIMEOUT_MS");
-  const corsOrigins = r.list("SHOAL_CORS_ORIGINS", ["*"]);
+  // An allowlist: no cross-origin caller unless listed (the console is served same-origin).
+  const corsOrigins = r.list("SHOAL_CORS_ORIGINS", []);
   for (const origin of corsOrigins) {
     if (origin !== "*" && !ORIGIN.test(origin)) r.problem(`SHOAL_CORS_ORIGINS: '${origin}' is not '*' or an origin like https://app.example.com:8443`);
   }
   const apiKeys = readApiKeys(r);
   const tls = readTls(r);
+  const host = r.string("SHOAL_HOST", "127.0.0.1");
+  const insecurePublic = r.optionalString("SHOAL_INSECURE_PUBLIC") === "1";
+  if (!isLoopback(host) && !insecurePublic && (apiKeys.length === 0 || tls === undefined)) {
+    r.problem(
+      `SHOAL_HOST=${host} is not loopback: set API keys (SHOAL_API_KEYS or SHOAL_API_KEYS_FILE) and TLS (SHOAL_TLS_CERT_FILE, SHOAL_TLS_KEY_FILE), or SHOAL_INSECURE_PUBLIC=1 to serve ${apiKeys.length === 0 ? "without keys" : ""}${apiKeys.length === 0 && tls === undefined ? " and " : ""}${tls === undefined ? "in plain text" : ""} anyway`,
+    );
+  }
   return r.done({
-    host: r.string("SHOAL_HOST", "127.0.0.1"),
+    host,
+    insecurePublic,
+    connectionLimits: {
+      maxConnections: r.int("SHOAL_MAX_CONNECTIONS", 4_096, { min: 1 }),
+      maxConcurrentStreams: r.int("SHOAL_MAX_CONCURRENT_STREAMS", 128, { min: 1, max: 65_535 }),
+      idleTimeoutMs: r.int("SHOAL_IDLE_TIMEOUT_MS", 120_000, { min: 1_000 }),
+      headersTimeoutMs: r.int("SHOAL_HEADERS_TIMEOUT_MS", 10_000, { min: 100 }),
+      requestTimeoutMs: r.int("SHOAL_REQUEST_TIMEOUT_MS", 60_000, { min: 100 }),
+      sniffTimeoutMs: r.int("SHOAL_SNIFF_TIMEOUT_MS", 5_000, { min: 100 }),
+    },
     port: r.int("SHOAL_PORT", 8080, { min: 0, max: 65535 }),
     instanceId,
     catalogPath: catalogPath ?? "",

@@ -4,6 +4,7 @@ import net, { type AddressInfo, type Socket } from "node:net";
 import { closeGracefully, listenOn } from "@shoal/common";
 
 import type { Handler } from "./http-types.ts";
+import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./connection-limits.ts";
 
 /** One TCP port that speaks HTTP/1.1 (browsers, Connect JSON, gRPC-Web) and h2c (gRPC). */
 export interface DualServer {
@@ -19,9 +20,21 @@ const H2_PREFACE_START = Buffer.from("PRI");
  * Serves both protocols on one port by sniffing the first bytes of each connection: the
  * HTTP/2 client preface goes to an h2c server, everything else to an HTTP/1.1 server.
  */
-export function createDualServer(handler: Handler, opts: { maxHeaderBytes?: number } = {}): DualServer {
-  const h1 = http.createServer({ maxHeaderSize: opts.maxHeaderBytes ?? 16 * 1024, keepAliveTimeout: 65_000 }, handler);
-  const h2 = http2.createServer({}, handler);
+export function createDualServer(handler: Handler, opts: { maxHeaderBytes?: number; limits?: ConnectionLimits } = {}): DualServer {
+  const limits = opts.limits ?? DEFAULT_CONNECTION_LIMITS;
+  const h1 = http.createServer(
+    {
+      maxHeaderSize: opts.maxHeaderBytes ?? 16 * 1024,
+      keepAliveTimeout: Math.min(65_000, limits.idleTimeoutMs),
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      // How often the timeouts above are checked (Node's default, 30 s, would let them overrun).
+      connectionsCheckingInterval: Math.max(100, Math.min(1_000, limits.headersTimeoutMs / 4)),
+    },
+    handler,
+  );
+  const h2 = http2.createServer({ settings: { maxConcurrentStreams: limits.maxConcurrentStreams } }, handler);
+  h2.setTimeout(limits.idleTimeoutMs);
   const sockets = new Set<Socket>();
   const h2Sessions = new Set<http2.ServerHttp2Session>();
   h2.on("session", (session) => {
@@ -34,10 +47,14 @@ export function createDualServer(handler: Handler, opts: { maxHeaderBytes?: numb
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
     socket.on("error", () => socket.destroy());
+    // A peer that sends nothing (or too little to tell the protocols apart) must not hold a socket.
+    const sniffTimer = setTimeout(() => socket.destroy(), limits.sniffTimeoutMs);
+    socket.once("close", () => clearTimeout(sniffTimer));
     let head = Buffer.alloc(0);
     const onData = (chunk: Buffer): void => {
       head = Buffer.concat([head, chunk]);
       if (head.length < H2_PREFACE_START.length && head.equals(H2_PREFACE_START.subarray(0, head.length))) return;
+      clearTimeout(sniffTimer);
       socket.off("data", onData);
       socket.pause();
       socket.unshift(head);
@@ -47,6 +64,8 @@ export function createDualServer(handler: Handler, opts: { maxHeaderBytes?: numb
     };
     socket.on("data", onData);
   });
+
+  tcp.maxConnections = limits.maxConnections;
 
   return {
     listen: (port, host) => listenOn(tcp, port, host),

@@ -15,6 +15,30 @@ export interface HttpFrontRoutes {
   readonly console: Handler;
   /** Everything else: the Connect adapter (RPCs, then its own fallback for /healthz etc.). */
   readonly connect: Handler;
+  /** Why a request's `authorization` may not reach a keyed RPC (checked before its body is read); none: keys off. */
+  readonly keyRefusal?: (authorization: string | undefined) => string | undefined;
+  /** Told about each call refused here (`method`: the RPC's name), so the request metrics count it. */
+  readonly onRefused?: (method: string) => void;
+}
+
+/** RPC paths that need a key (health and reflection stay open). */
+const KEYED_PATH = /^\/shoal\.v1\./;
+
+/**
+ * Refuses a keyed RPC without a recognised key before its body is read (Connect-ES parses bodies
+ * before interceptors run): gRPC and gRPC-Web get a trailers-only Unauthenticated, Connect 401.
+ * The rate and the principal are still taken by the interceptor for recognised keys.
+ */
+function refuseUnauthenticated(req: Req, res: Res, message: string): void {
+  const UNAUTHENTICATED = message;
+  const type = req.headers["content-type"] ?? "";
+  if (/^application\/grpc/i.test(type)) {
+    writeHead(res, 200, { "content-type": type.split(";")[0] ?? "application/grpc", "grpc-status": "16", "grpc-message": encodeURIComponent(UNAUTHENTICATED), "www-authenticate": 'Bearer realm="shoal"' });
+    res.end();
+  } else {
+    writeHead(res, 401, { "content-type": "application/json", "www-authenticate": 'Bearer realm="shoal"' });
+    res.end(JSON.stringify({ code: "unauthenticated", message: UNAUTHENTICATED }));
+  }
 }
 
 // gRPC and gRPC-Web with the JSON codec (application/grpc+json, application/grpc-web+json, ...).
@@ -38,6 +62,9 @@ export function createHttpFront(routes: HttpFrontRoutes): Handler {
       // a way that can split a surrogate pair. gRPC clients send protobuf; Connect JSON is served.
       writeHead(res, 415, { "content-type": "text/plain", "accept-post": "application/grpc, application/grpc+proto, application/grpc-web, application/grpc-web+proto, application/json, application/proto" });
       res.end("gRPC and gRPC-Web take the protobuf codec; use application/json for Connect JSON\n");
+    } else if (routes.keyRefusal !== undefined && KEYED_PATH.test(pathname) && routes.keyRefusal(headerOf(req, "authorization")) !== undefined) {
+      refuseUnauthenticated(req, res, routes.keyRefusal(headerOf(req, "authorization")) ?? "");
+      routes.onRefused?.(pathname.split("/")[2] ?? "unknown");
     } else {
       clampTimeoutHeaders(req.headers);
       routes.connect(req, res);
@@ -68,4 +95,9 @@ function stopUploadAfterResponse(req: http2.Http2ServerRequest): void {
     stream.once("close", () => clearTimeout(timer));
     stream.once("wantTrailers", () => setImmediate(reset));
   });
+}
+
+function headerOf(req: Req, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
 }

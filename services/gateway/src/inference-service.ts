@@ -20,7 +20,7 @@ import {
   type ServedLane,
 } from "@shoal/common";
 import { estimateTokens, type Admission } from "./admission.ts";
-import { principalKey } from "./auth.ts";
+import { callerKey, principalKey } from "./auth.ts";
 import type { Lane, TimingSchema } from "@shoal/gen/shoal/v1/common_pb.ts";
 import {
   ClassifyResponseSchema,
@@ -81,7 +81,9 @@ async function submit(
   if (!deps.isAccepting()) throw new QueueUnavailableError("gateway is shutting down; retry on another replica");
   if (!deps.isQueueReachable()) throw new QueueUnavailableError("the job queue (Kafka) is unreachable; retry later");
   const lane = laneName(plan.lane);
-  const ticket = deps.admission.tryAdmit(lane, plan.tokens);
+  // Fair share per tenant; per connection when keys are off (set by the HTTP front).
+  const caller = ctx.values.get(principalKey)?.tenant ?? ctx.values.get(callerKey);
+  const ticket = deps.admission.tryAdmit(lane, plan.tokens, caller);
   if (!ticket.ok) {
     deps.onRejected(lane, ticket.reason);
     throw new AdmissionRejectedError(ticket.message, ticket.retryAfterMs);

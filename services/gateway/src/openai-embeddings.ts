@@ -5,6 +5,7 @@ import type { CatalogModel, Logger } from "@shoal/common";
 import { EmbedRequestSchema, EmbedResponseSchema, InferenceService, VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { toConnectError } from "./errors.ts";
 import { httpRoute, httpRouteKey } from "./http-route.ts";
+import { callerKey, connectionOf } from "./auth.ts";
 import { type Req, type Res, writeHead } from "./http-types.ts";
 
 /** The path OpenAI SDKs call for embeddings, with `baseURL` = `<gateway>/v1`. */
@@ -242,7 +243,7 @@ export function createOpenAiEmbeddings(deps: OpenAiEmbeddingsDeps): (req: Req, r
       url: req.url ?? OPENAI_EMBEDDINGS_PATH,
       requestSignal: aborted.signal,
       requestHeader: webHeaders(req),
-      contextValues: createContextValues().set(httpRouteKey, route),
+      contextValues: createContextValues().set(httpRouteKey, route).set(callerKey, connectionOf(req.socket)),
     });
     let base64 = false;
     const request = create(EmbedRequestSchema);

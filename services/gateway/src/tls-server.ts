@@ -4,6 +4,7 @@ import { closeGracefully, listenOn } from "@shoal/common";
 import type { DualServer } from "./dual-server.ts";
 
 import type { Handler } from "./http-types.ts";
+import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./connection-limits.ts";
 
 /** PEM certificate chain and private key. */
 export interface TlsMaterial {
@@ -16,7 +17,7 @@ export interface TlsMaterial {
  * (browsers, Connect JSON, gRPC-Web), so no preface sniffing is needed. A plain-text client
  * fails the TLS handshake and gets nothing.
  */
-export function createTlsServer(handler: Handler, tls: TlsMaterial): DualServer {
+export function createTlsServer(handler: Handler, tls: TlsMaterial, limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS): DualServer {
   // HTTP/1.1 requests in progress per socket, so that close() can cut idle keep-alive connections at once.
   const busy = new Map<TLSSocket, number>();
   const track: Handler = (req, res) => {
@@ -40,10 +41,24 @@ export function createTlsServer(handler: Handler, tls: TlsMaterial): DualServer 
       minVersion: "TLSv1.2",
       noDelay: true,
       keepAlive: true,
+      settings: { maxConcurrentStreams: limits.maxConcurrentStreams },
+      // The TLS handshake and first bytes must come within the sniff timeout (a silent peer is cut).
+      handshakeTimeout: limits.sniffTimeoutMs,
     },
     // With allowHTTP1 the same handler also receives http.IncomingMessage / ServerResponse.
     track as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
   );
+  server.setTimeout(limits.idleTimeoutMs);
+  server.maxConnections = limits.maxConnections;
+  // HTTP/1.1 over TLS: headers and whole-request deadlines (slowloris), as on the plain-text port.
+  server.on("request", (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
+    if (req.httpVersionMajor !== 1) return;
+    const socket = req.socket;
+    const timer = setTimeout(() => socket.destroy(), limits.requestTimeoutMs);
+    req.once("end", () => clearTimeout(timer));
+    res.once("finish", () => clearTimeout(timer));
+    socket.once("close", () => clearTimeout(timer));
+  });
   const sockets = new Set<TLSSocket>();
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on("secureConnection", (socket: TLSSocket) => {

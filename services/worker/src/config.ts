@@ -25,6 +25,10 @@ export interface WorkerConfig {
   readonly memoryBudgetBytes: number;
   /** Which idle model leaves when a load needs room. */
   readonly residencyPolicy: "lru" | "pinned-by-traffic";
+  /** Input limits the worker enforces itself (as the gateway does): texts per job, characters per text, bytes of text per job. */
+  readonly maxInputs: number;
+  readonly maxInputChars: number;
+  readonly maxRequestBytes: number;
   /** Runs a job gets before it goes to the dead-letter topic (1 = no retry). */
   readonly maxAttempts: number;
   /** How often the worker publishes its status (models, memory, in-flight) to the status topic. */
@@ -137,6 +141,9 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     batchMaxWaitMs: r.int("SHOAL_BATCH_MAX_WAIT_MS", 0, { min: 0 }),
     batchLaneCallTokens: r.int("SHOAL_BATCH_LANE_CALL_TOKENS", 512, { min: 16 }),
     perCallOverheadTokens: r.int("SHOAL_PER_CALL_OVERHEAD_TOKENS", 64, { min: 0 }),
+    maxInputs: r.int("SHOAL_MAX_INPUTS", 256, { min: 1 }),
+    maxInputChars: r.int("SHOAL_MAX_INPUT_CHARS", 32_768, { min: 1 }),
+    maxRequestBytes: r.int("SHOAL_MAX_REQUEST_BYTES", 8 * 1024 * 1024, { min: 1024 }),
     maxInFlightJobs: r.int("SHOAL_MAX_INFLIGHT_JOBS", 1_024, { min: 1 }),
     intake: r.optionalString("SHOAL_INTAKE") === undefined ? undefined : r.oneOf("SHOAL_INTAKE", INTAKE_KINDS, "share"),
     shareLockMs: r.int("SHOAL_SHARE_LOCK_MS", 10_000, { min: 1_000, max: 3_600_000 }),

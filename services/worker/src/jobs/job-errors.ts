@@ -28,6 +28,11 @@ export class ModelUnavailableError extends Error {
   }
 }
 
+/** The job's inputs cannot run as sent: over one of the worker's input limits, empty, or too long without truncate. */
+export class InvalidJobInputError extends Error {
+  override readonly name = "InvalidJobInputError";
+}
+
 /**
  * The one mapping from why a job ended early to the status its caller gets (the gateway maps
  * that status to a Connect code, once, at its edge).
@@ -38,6 +43,6 @@ export function jobStatusOf(err: Error): JobStatus {
   if (err instanceof ModelNotServedError) return JobStatus.NOT_FOUND;
   if (err instanceof ModelTooLargeError) return JobStatus.RESOURCE_EXHAUSTED;
   if (err instanceof ModelUnavailableError) return JobStatus.UNAVAILABLE;
-  if (err instanceof InputTooLongError) return JobStatus.INVALID_ARGUMENT;
+  if (err instanceof InputTooLongError || err instanceof InvalidJobInputError) return JobStatus.INVALID_ARGUMENT;
   return JobStatus.INTERNAL;
 }

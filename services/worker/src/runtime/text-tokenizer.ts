@@ -92,18 +92,47 @@ const BMP_CJK_CODE = (c: number): boolean =>
 const WHITESPACE_CODE = (c: number): boolean =>
   c === 0x20 || (c >= 0x09 && c <= 0x0d) || c === 0xa0 || c === 0x3000 || (c >= 0x2000 && c <= 0x200a);
 
+/** ASCII punctuation, which BertPreTokenizer always splits into a word of its own. */
+const ASCII_PUNCT_CODE = (c: number): boolean => (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
+
 /**
- * The longest prefix of `text` (at most `maxChars`) that ends on a word boundary BERT
- * pre-tokenisation also splits at (before whitespace, after a BMP CJK ideograph), so its tokens
- * are exactly the first tokens of the whole text. Undefined when there is no such boundary.
+ * The longest prefix of `text` (at most `maxChars`) that ends on a word boundary the
+ * pre-tokeniser also splits at (before whitespace, after a BMP CJK ideograph, and with
+ * `splitsPunctuation` before ASCII punctuation), so its tokens are exactly the first tokens of the
+ * whole text. Undefined when there is no such boundary.
  */
-function boundaryPrefix(text: string, maxChars: number): string | undefined {
+export function boundaryPrefix(text: string, maxChars: number, splitsPunctuation: boolean): string | undefined {
   for (let i = Math.min(maxChars, text.length - 1); i > 0; i--) {
     const c = text.charCodeAt(i);
-    if (WHITESPACE_CODE(c)) return text.slice(0, i);
+    if (WHITESPACE_CODE(c) || (splitsPunctuation && ASCII_PUNCT_CODE(c))) return text.slice(0, i);
     if (BMP_CJK_CODE(c)) return text.slice(0, i + 1);
   }
   return undefined;
+}
+
+/** Whether the tokenizer.json pre-tokenizer (possibly inside a Sequence) is BERT's, which splits off every punctuation character. */
+function splitsPunctuation(preTokenizer: unknown): boolean {
+  if (typeof preTokenizer !== 'object' || preTokenizer === null) return false;
+  const p = preTokenizer as { type?: unknown; pretokenizers?: unknown };
+  if (p.type === 'BertPreTokenizer') return true;
+  if (p.type === 'Sequence' && Array.isArray(p.pretokenizers)) return p.pretokenizers.some(splitsPunctuation);
+  return false;
+}
+
+/** max_input_chars_per_word of a WordPiece model (default 100); undefined when not WordPiece. */
+function wordPieceMaxChars(model: unknown): number | undefined {
+  const m = model as { type?: unknown; max_input_chars_per_word?: unknown } | null;
+  if (m === null || typeof m !== 'object' || m.type !== 'WordPiece') return undefined;
+  return typeof m.max_input_chars_per_word === 'number' && Number.isInteger(m.max_input_chars_per_word) ? m.max_input_chars_per_word : 100;
+}
+
+/** Characters of the longest piece of a WordPiece vocabulary (without its `##`); 0 when not WordPiece. */
+function longestPieceChars(model: unknown): number {
+  const m = model as { type?: unknown; vocab?: unknown } | null;
+  if (m === null || typeof m !== 'object' || m.type !== 'WordPiece' || typeof m.vocab !== 'object' || m.vocab === null) return 0;
+  let longest = 0;
+  for (const piece of Object.keys(m.vocab)) longest = Math.max(longest, piece.startsWith('##') ? piece.length - 2 : piece.length);
+  return longest;
 }
 
 /**
@@ -113,15 +142,16 @@ function boundaryPrefix(text: string, maxChars: number): string | undefined {
  */
 export async function createTextTokenizer(spec: ModelSpec): Promise<TextTokenizer> {
   const path = spec.tokenizerPath;
-  let json: { normalizer?: unknown; post_processor?: unknown };
+  let json: { normalizer?: unknown; pre_tokenizer?: unknown; post_processor?: unknown; model?: unknown };
   let tokenizer: Tokenizer;
   try {
-    json = JSON.parse(await readFile(path, 'utf8')) as { normalizer?: unknown; post_processor?: unknown };
+    json = JSON.parse(await readFile(path, 'utf8')) as typeof json;
     tokenizer = new Tokenizer(json, {});
   } catch (err) {
     throw new ModelLoadError(path, [`tokenizer: cannot be loaded (${(err as Error).message})`], { cause: err });
   }
   const spaceCjk = handlesChineseChars(json.normalizer);
+  const punctuation = splitsPunctuation(json.pre_tokenizer);
 
   // Find where the template puts the text by encoding a probe with and without special tokens.
   // The package's declarations lose `Encoding` under NodeNext resolution: restate the type.
@@ -149,39 +179,76 @@ export async function createTextTokenizer(spec: ModelSpec): Promise<TextTokenize
       : undefined;
   if (pairProblem !== undefined && spec.task === 'rerank') throw new ModelLoadError(path, [pairProblem]);
 
-  // Enough characters to yield more than `limit` tokens for any ordinary text (WordPiece emits
-  // at most one token per character, usually one per 3-5): long inputs are encoded from a prefix.
-  const prefixChars = Math.max(4096, limit * 16);
+  // Compute bounded before compute: a long text is encoded from a prefix that ends on a word
+  // boundary. A WordPiece token covers at most the vocabulary's longest piece's characters (an
+  // [UNK] covers a whole word, which only makes tokens fewer, and the prefix then falls back to the
+  // whole text), so (limit + 1) × longest piece characters are enough to yield more than `limit`
+  // tokens of ordinary text; at least 4 per token, and never more than 16 (measured: English
+  // averages 4-5 characters per token). The ids are the whole text's first ones: proven by the
+  // property test in text-tokenizer.test.ts.
+  const pieceChars = Math.min(16, Math.max(4, longestPieceChars(json.model)));
+  const prefixChars = Math.max(1024, (limit + 1) * pieceChars);
+  // A word of more than max_input_chars_per_word characters is one [UNK] however long it is: runs
+  // of letters and digits (which normalisation never shortens) longer than that are cut to one
+  // character more, so a 32K-character "word" costs what a 101-character one does.
+  const unkChars = wordPieceMaxChars(json.model);
+  const longRun = unkChars === undefined ? undefined : new RegExp(`[A-Za-z0-9\\u00C0-\\u024F\\u0400-\\u04FF]{${unkChars + 2},}`, 'g');
+  const shorten = (text: string): string => (longRun === undefined ? text : text.replace(longRun, (run) => run.slice(0, unkChars! + 1)));
+  /**
+   * The ids of a boundary prefix of `text` when they already number more than `cap` (then they
+   * are the whole text's first ids), else undefined. Prefixes grow geometrically from 2 × cap
+   * characters up to `prefixChars`, so dense text (CJK, punctuation) is cut early.
+   */
+  const fromPrefix = (text: string, cap: number, encodeFn: (t: string) => number[]): number[] | undefined => {
+    for (let chars = Math.min(prefixChars, 2 * (cap + 2)); text.length > chars; chars = Math.min(prefixChars, chars * 2)) {
+      const prefix = boundaryPrefix(text, chars, punctuation);
+      const ids = prefix === undefined ? undefined : encodeFn(prefix);
+      if (ids !== undefined && ids.length > cap) return ids;
+      if (chars >= prefixChars) break;
+    }
+    return undefined;
+  };
 
-  const encodeIds = (text: string): number[] => tokenizer.encode(spaceCjk ? spaceAstralCjk(text) : text).ids as number[];
+  const encodeIds = (text: string): number[] => tokenizer.encode(shorten(spaceCjk ? spaceAstralCjk(text) : text)).ids as number[];
   const segmentIds = (text: string): number[] =>
-    tokenizer.encode(spaceCjk ? spaceAstralCjk(text) : text, { add_special_tokens: false }).ids as number[];
+    tokenizer.encode(shorten(spaceCjk ? spaceAstralCjk(text) : text), { add_special_tokens: false }).ids as number[];
 
   /**
    * A pair segment's ids without special tokens. With `cap`, a long text is encoded from a
    * boundary prefix when that already gives more than `cap` tokens: the ids are then its first
    * tokens and `whole` is false (the text has at least `ids.length` tokens).
    */
+  // A rerank job pairs one query with every document: the query's segment is remembered (per cap),
+  // so it is encoded once per job, not once per document.
+  let lastQuery: { text: string; byCap: Map<number | undefined, { ids: number[]; whole: boolean }> } | undefined;
+  const querySegment = (text: string, cap: number | undefined): { ids: number[]; whole: boolean } => {
+    if (lastQuery?.text !== text) lastQuery = { text, byCap: new Map() };
+    let result = lastQuery.byCap.get(cap);
+    if (result === undefined) lastQuery.byCap.set(cap, (result = segment(text, cap)));
+    return result;
+  };
   const segment = (text: string, cap: number | undefined): { ids: number[]; whole: boolean } => {
-    if (cap !== undefined && text.length > prefixChars) {
-      const prefix = boundaryPrefix(text, prefixChars);
-      const ids = prefix === undefined ? undefined : segmentIds(prefix);
-      if (ids !== undefined && ids.length > cap) return { ids, whole: false };
+    if (cap !== undefined) {
+      const ids = fromPrefix(text, cap, segmentIds);
+      if (ids !== undefined) return { ids, whole: false };
     }
     return { ids: segmentIds(text), whole: true };
   };
 
   const encodePair = (template: PairTemplate, query: string, document: string, opts: EncodeOptions): EncodedPair => {
     const budget = limit - template.specialCount;
-    let a = segment(query, opts.truncate ? budget : undefined);
+    let a = querySegment(query, opts.truncate ? budget : undefined);
     let b = segment(document, opts.truncate ? budget : undefined);
     // A segment encoded from a prefix is only known to have more than `budget` tokens. That is
     // enough for longest_first unless it leaves open which segment is longer; both are then cut
     // to half the budget and the order only decides who keeps the odd token of an odd budget:
-    // measure whole in that case (two very long texts, rare).
+    // measure whole in that case (two very long texts, rare) — but only up to a bound: past it
+    // (hostile input: two huge texts, each far over the limit) the segment whose prefix gave more
+    // tokens keeps the odd token, so compute stays bounded; the ids can then differ from Hugging
+    // Face's in that one token.
     const order = (x: typeof a, y: typeof a): boolean => y.whole && x.ids.length > y.ids.length;
-    if (budget % 2 === 1 && !(a.whole && b.whole) && !order(a, b) && !order(b, a)) {
-      if (!a.whole) a = segment(query, undefined);
+    if (budget % 2 === 1 && !(a.whole && b.whole) && !order(a, b) && !order(b, a) && query.length + document.length <= 4 * prefixChars) {
+      if (!a.whole) a = querySegment(query, undefined);
       if (!b.whole) b = segment(document, undefined);
     }
     const total = a.ids.length + b.ids.length + template.specialCount;
@@ -214,10 +281,9 @@ export async function createTextTokenizer(spec: ModelSpec): Promise<TextTokenize
     specialPrefix,
     specialSuffix,
     encode(text: string, opts: EncodeOptions): EncodedText {
-      if (opts.truncate && text.length > prefixChars) {
-        const prefix = boundaryPrefix(text, prefixChars);
-        const ids = prefix === undefined ? undefined : encodeIds(prefix);
-        if (ids !== undefined && ids.length > limit) return { ids: truncateIds(ids), tokenCount: limit, truncated: true };
+      if (opts.truncate) {
+        const ids = fromPrefix(text, limit, encodeIds);
+        if (ids !== undefined) return { ids: truncateIds(ids), tokenCount: limit, truncated: true };
       }
       const ids = encodeIds(text);
       if (ids.length <= limit) return { ids: Int32Array.from(ids), tokenCount: ids.length, truncated: false };

@@ -11,7 +11,8 @@ import type { TextTokenizer } from "../runtime/text-tokenizer.ts";
 import { startBatchSpan, type JobTrace } from "../telemetry/job-trace.ts";
 import { planCalls } from "./call-plan.ts";
 import type { CooperativeQueue } from "./cooperative-queue.ts";
-import { prepareInputs, prepareSteps, type PreparedInputs } from "./task-inputs.ts";
+import { InvalidJobInputError, jobStatusOf } from "../jobs/job-errors.ts";
+import { NO_INPUT_LIMITS, prepareSteps, type InputLimits, type PreparedInputs } from "./task-inputs.ts";
 import { TaskJob, type JobSchedule, type TaskItem } from "./task-job.ts";
 
 export interface ModelRunnerOptions {
@@ -26,8 +27,10 @@ export interface ModelRunnerOptions {
   readonly gate?: ComputeGate;
   /** Most padded tokens per model call of the batch lane (preemption granularity); none: unbounded. */
   readonly batchLaneCallTokens?: number;
-  /** Where batch-lane jobs are tokenized, a slice at a time (shared by the worker's models); none: at once. */
-  readonly tokenizeQueue?: CooperativeQueue;
+  /** Where jobs are tokenized, a slice at a time, interactive ones first (shared by the worker's models). */
+  readonly tokenizeQueue: CooperativeQueue;
+  /** The worker's own input limits; none: unlimited. */
+  readonly inputLimits?: InputLimits;
 }
 
 /** What one batch run did. */
@@ -65,9 +68,9 @@ export class ModelRunner {
 
   /**
    * Starts a job. Input problems finish it at once with INVALID_ARGUMENT; otherwise its inputs
-   * join the batcher and `onFinish` runs when the last row is in. Interactive jobs are tokenized
-   * now; batch-lane jobs through the worker's cooperative queue, a slice at a time, so their long
-   * inputs never hold the event loop (and the interactive records behind them) for long.
+   * join the batcher and `onFinish` runs when the last row is in. Every job is tokenized through
+   * the worker's cooperative queue, a slice at a time (interactive jobs first), so no job's inputs
+   * hold the event loop (and the records, replies and heartbeats behind them) for long.
    */
   submit(envelope: JobEnvelope, trace: JobTrace, onFinish: (result: JobResult) => void, nowMs: number): void {
     const deadlineUnix = Number(envelope.deadlineUnixMs);
@@ -77,13 +80,9 @@ export class ModelRunner {
       deadlineMs: deadlineUnix > 0 ? nowMs + (deadlineUnix - Date.now()) : Infinity,
     };
     const started = performance.now();
-    const tokenizer = this.opts.tokenizeQueue;
-    if (schedule.lane === "interactive" || tokenizer === undefined) {
-      return this.accept(envelope, trace, onFinish, schedule, prepareInputs(this.spec, this.tokenizer, envelope), started);
-    }
     this.preparing += 1;
-    tokenizer
-      .run(() => prepareSteps(this.spec, this.tokenizer, envelope))
+    this.opts.tokenizeQueue
+      .run(() => prepareSteps(this.spec, this.tokenizer, envelope, this.opts.inputLimits ?? NO_INPUT_LIMITS), { urgent: schedule.lane === "interactive" })
       .then(
         (prepared) => this.accept(envelope, trace, onFinish, schedule, prepared, started),
         (err: unknown) => {
@@ -102,7 +101,8 @@ export class ModelRunner {
     trace.tokenized(started, ended, prepared.encoded.reduce((n, e) => n + e.tokenCount, 0));
     if (!prepared.ok) {
       const job = new TaskJob(envelope, [], this.spec.dimensions, ended - started, schedule, trace, () => ({ case: "embed", value: {} }), onFinish);
-      job.fail(JobStatus.INVALID_ARGUMENT, prepared.problem);
+      const err = new InvalidJobInputError(prepared.problem);
+      job.fail(jobStatusOf(err), err.message);
       return;
     }
     const job = new TaskJob(envelope, prepared.encoded, this.spec.dimensions, ended - started, schedule, trace, prepared.shape, onFinish);

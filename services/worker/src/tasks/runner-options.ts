@@ -33,6 +33,7 @@ export function runnerOptionsFor(deps: RunnerOptionsDeps): (model: CatalogModel)
       isCancelled: deps.isCancelled,
       gate: deps.gate,
       tokenizeQueue: deps.tokenizeQueue,
+      inputLimits: { maxInputs: config.maxInputs, maxInputChars: config.maxInputChars, maxRequestBytes: config.maxRequestBytes },
       batchLaneCallTokens: config.batchLaneCallTokens,
       onBatch(b) {
         const labels = { model: b.model };

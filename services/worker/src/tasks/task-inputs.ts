@@ -39,6 +39,34 @@ function scoresShaper(spec: ModelSpec): OutputShaper {
   };
 }
 
+/** The worker's own input limits (the gateway's, enforced again: a forged record cannot bypass them). */
+export interface InputLimits {
+  readonly maxInputs: number;
+  readonly maxInputChars: number;
+  readonly maxRequestBytes: number;
+}
+
+/** No limits (tests, tools). */
+export const NO_INPUT_LIMITS: InputLimits = { maxInputs: Infinity, maxInputChars: Infinity, maxRequestBytes: Infinity };
+
+/** The first limit `texts` break, as a message that names it and never echoes the text; undefined when none. */
+export function checkInputLimits(field: string, texts: readonly string[], limits: InputLimits, extra?: string): string | undefined {
+  if (texts.length > limits.maxInputs) return `${field}: ${texts.length} texts exceed the limit of ${limits.maxInputs} per request`;
+  // UTF-8 bytes are at most 3 per UTF-16 code unit: the exact count is only taken when that bound is over the limit.
+  let units = extra?.length ?? 0;
+  for (const [i, text] of texts.entries()) {
+    if (text.length > limits.maxInputChars) return `${field}[${i}]: ${text.length} characters exceed the limit of ${limits.maxInputChars} characters per input`;
+    units += text.length;
+  }
+  if (extra !== undefined && extra.length > limits.maxInputChars) return `query: ${extra.length} characters exceed the limit of ${limits.maxInputChars} characters per input`;
+  if (units * 3 > limits.maxRequestBytes) {
+    let bytes = extra === undefined ? 0 : Buffer.byteLength(extra);
+    for (const text of texts) bytes += Buffer.byteLength(text);
+    if (bytes > limits.maxRequestBytes) return `inputs: ${bytes} bytes of text exceed the limit of ${limits.maxRequestBytes} bytes per request`;
+  }
+  return undefined;
+}
+
 const TASK_OF_CASE = { embed: "embed", rerank: "rerank", classify: "classify" } as const;
 
 /**
@@ -46,8 +74,8 @@ const TASK_OF_CASE = { embed: "embed", rerank: "rerank", classify: "classify" } 
  * pairs for rerank. Input problems (empty text, too long without truncate, a task the model does
  * not run) come back as `ok: false` with a message that names the input and never echoes it.
  */
-export function prepareInputs(spec: ModelSpec, tokenizer: TextTokenizer, envelope: JobEnvelope): PreparedInputs {
-  const steps = prepareSteps(spec, tokenizer, envelope);
+export function prepareInputs(spec: ModelSpec, tokenizer: TextTokenizer, envelope: JobEnvelope, limits: InputLimits = NO_INPUT_LIMITS): PreparedInputs {
+  const steps = prepareSteps(spec, tokenizer, envelope, limits);
   for (;;) {
     const step = steps.next();
     if (step.done) return step.value;
@@ -55,7 +83,12 @@ export function prepareInputs(spec: ModelSpec, tokenizer: TextTokenizer, envelop
 }
 
 /** {@link prepareInputs} one input at a time: yields after each, so a long job can be spread over several turns. */
-export function* prepareSteps(spec: ModelSpec, tokenizer: TextTokenizer, envelope: JobEnvelope): Generator<void, PreparedInputs, void> {
+export function* prepareSteps(
+  spec: ModelSpec,
+  tokenizer: TextTokenizer,
+  envelope: JobEnvelope,
+  limits: InputLimits = NO_INPUT_LIMITS,
+): Generator<void, PreparedInputs, void> {
   const task = envelope.task;
   if (task.case === undefined) return { ok: false, problem: "job carries no task this worker can run", encoded: [] };
   if (TASK_OF_CASE[task.case] !== spec.task) {
@@ -83,6 +116,8 @@ export function* prepareSteps(spec: ModelSpec, tokenizer: TextTokenizer, envelop
     case "classify": {
       const { inputs, truncate } = task.value;
       const empty = inputs.findIndex((t) => t.trim() === "");
+      problem = checkInputLimits("inputs", inputs, limits);
+      if (problem !== undefined) return { ok: false, problem, encoded };
       problem =
         empty >= 0 ? `inputs[${empty}]: empty text` : yield* encodeAll(inputs.length, "inputs", (i) => tokenizer.encode(inputs[i]!, { truncate }));
       if (problem !== undefined) return { ok: false, problem, encoded };
@@ -92,6 +127,8 @@ export function* prepareSteps(spec: ModelSpec, tokenizer: TextTokenizer, envelop
     case "rerank": {
       const { query, documents, truncate } = task.value;
       const empty = documents.findIndex((t) => t.trim() === "");
+      problem = checkInputLimits("documents", documents, limits, query);
+      if (problem !== undefined) return { ok: false, problem, encoded };
       if (query.trim() === "") problem = "query: empty text";
       else if (empty >= 0) problem = `documents[${empty}]: empty text`;
       else problem = yield* encodeAll(documents.length, "documents", (i) => tokenizer.encodePair(query, documents[i]!, { truncate }));
