@@ -93,7 +93,7 @@ describe("runService: one lifecycle for every service (a real child process, rea
     const { code, marks, logs } = await runFixture({ FIXTURE_MODE: "bad-config" }).exited;
     assert.equal(code, 1);
     assert.deepEqual(marks, []);
-    assert.ok(logs.some((l) => l["msg"] === "invalid configuration" && l["level"] === "fatal"));
+    assert.ok(logs.some((l) => String(l["msg"]).startsWith("invalid configuration") && l["level"] === "fatal"));
   });
 
   test("the force-exit deadline follows the drain grace", () => {

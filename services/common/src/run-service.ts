@@ -47,7 +47,8 @@ export function runService<C>(opts: RunServiceOptions<C>): void {
   try {
     config = opts.loadConfig();
   } catch (err) {
-    logger.fatal({ err }, "invalid configuration");
+    // Every problem in the line itself: it is what an operator reads first.
+    logger.fatal({ err }, `invalid configuration: ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);
   }
   const tracing = (opts.startTracing ?? startTracing)(opts.service, opts.instanceId(config));

@@ -41,7 +41,11 @@ export function createIntake(deps: IntakeDeps): JobIntake {
     groupId,
     clientId: `shoal-worker-${config.workerId}`,
     // Interactive first, then retries, then the batch lane: each asked for with the room left.
-    topics: [jobsTopic(pool.name, Lane.INTERACTIVE), retryTopic(pool.name), jobsTopic(pool.name, Lane.BATCH)],
+    topics: [
+      { topic: jobsTopic(pool.name, Lane.INTERACTIVE), lane: "interactive" },
+      { topic: retryTopic(pool.name), lane: "interactive" },
+      { topic: jobsTopic(pool.name, Lane.BATCH), lane: "batch" },
+    ],
     lockMs: config.shareLockMs,
     deliveryLimit: config.shareDeliveryLimit,
     logger: deps.logger,

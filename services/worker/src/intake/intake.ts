@@ -16,6 +16,8 @@
  * now, so no worker hoards jobs that an idle one could run.
  */
 
+import type { LaneName } from "@shoal/common";
+
 /** Kafka record headers, as the clients give them. */
 export type RecordHeaders = Readonly<Record<string, Buffer | string | (Buffer | string)[] | undefined>>;
 
@@ -47,8 +49,12 @@ export interface Delivery {
 export interface IntakeHandler {
   /** Takes one record; never throws for a bad record (it settles it instead). */
   deliver(delivery: Delivery): void;
-  /** How many more records the worker can take now (≥ 0). */
-  room(): number;
+  /**
+   * How many more records the worker can take now (≥ 0). With `lane`, for a topic of that lane:
+   * interactive room does not count batch-lane jobs waiting (they never delay interactive ones);
+   * batch-lane room counts every job waiting.
+   */
+  room(lane?: LaneName): number;
 }
 
 export interface JobIntake {

@@ -1,4 +1,4 @@
-import type { Logger } from "@shoal/common";
+import type { LaneName, Logger } from "@shoal/common";
 import { createShareConsumer, type ShareConsumer, type ShareRecord } from "@shoal/kafka-share";
 import type { Delivery, IntakeHandler, JobIntake, RecordHeaders, Settlement } from "./intake.ts";
 
@@ -11,7 +11,7 @@ export interface ShareIntakeOptions {
    * Topics in the order they are asked for: each is read by a member of its own, and a topic is
    * asked for only with the room the ones before it left (interactive, retries, then batch lane).
    */
-  readonly topics: readonly string[];
+  readonly topics: ReadonlyArray<{ readonly topic: string; readonly lane: LaneName }>;
   /** share.record.lock.duration.ms: a job not settled by then goes to another worker. */
   readonly lockMs: number;
   /** share.delivery.count.limit: deliveries before the broker gives a record up. */
@@ -56,18 +56,21 @@ function headersOf(record: ShareRecord): RecordHeaders {
 export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   const log = opts.logger.child({ component: "share-intake" });
   const idleWaitMs = opts.idleWaitMs ?? 100;
-  const members = opts.topics.map((topic, i) => {
+  const members = opts.topics.map(({ topic, lane }, i) => {
     const member = createShareConsumer({
       brokers: opts.brokers,
       groupId: opts.groupId,
       clientId: `${opts.clientId}-${i}`,
       logger: log,
+      // Fetches wait at most idleWaitMs: a broker that stops answering is noticed in seconds.
+      connectTimeoutMs: 3_000,
+      requestTimeoutMs: 5_000,
       groupConfig: { autoOffsetReset: "earliest", recordLockDurationMs: opts.lockMs, deliveryCountLimit: opts.deliveryLimit },
     });
     member.on("acknowledged", (r) => {
       if (r.error) log.warn({ err: r.error, topic: r.topic, partition: r.partition }, "the broker refused an acknowledgement (lock expired?); the job may run again elsewhere");
     });
-    return { topic, member, joined: false };
+    return { topic, lane, member, joined: false };
   });
   const held = new Set<Held>();
   let handler: IntakeHandler | undefined;
@@ -150,16 +153,16 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
         await sleep(100);
         continue;
       }
-      let room = handler!.room();
-      if (room <= 0) {
+      if (members.every((m) => handler!.room(m.lane) <= 0)) {
         await sleep(50);
         continue;
       }
       let tookLater = 0;
-      for (let i = 0; i < members.length && room > 0 && running && !paused; i++) {
+      for (let i = 0; i < members.length && running && !paused; i++) {
+        const room = handler!.room(members[i]!.lane);
+        if (room <= 0) continue;
         const n = await fetchFrom(i, room, i === 0 && !laterHadWork ? idleWaitMs : 0);
         if (i > 0) tookLater += n;
-        if (n > 0) room = handler!.room();
       }
       laterHadWork = tookLater > 0;
     }
@@ -203,7 +206,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       );
       renewTimer = setInterval(renewLongHeld, Math.max(250, Math.floor(opts.lockMs / 4)));
       loop = run();
-      log.info({ group: opts.groupId, topics: opts.topics, lockMs: opts.lockMs, deliveryLimit: opts.deliveryLimit }, "joined the share group");
+      log.info({ group: opts.groupId, topics: opts.topics.map((t) => t.topic), lockMs: opts.lockMs, deliveryLimit: opts.deliveryLimit }, "joined the share group");
     },
     pause() {
       paused = true;

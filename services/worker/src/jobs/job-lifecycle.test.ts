@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { createLogger, decodeEnvelope, encodeEnvelope, type CatalogModel } from "@shoal/common";
+import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { JobEnvelopeSchema, JobResultSchema, JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import type { Delivery, Settlement } from "../intake/intake.ts";
 import { ModelTooLargeError } from "../residency/errors.ts";
@@ -25,13 +26,14 @@ function delivery(value: Buffer | null, offset = "0"): Delivery & { settled: Set
   return { topic: "shoal.jobs.default.interactive", partition: 0, offset, value, headers: undefined, deliveryCount: 1, settled, settle: (o) => settled.push(o) };
 }
 
-function envelope(init: Partial<{ jobId: string; attempt: number; deadlineUnixMs: bigint; model: string; text: string }> = {}): Buffer {
+function envelope(init: Partial<{ jobId: string; attempt: number; deadlineUnixMs: bigint; model: string; text: string; lane: Lane }> = {}): Buffer {
   const e = create(JobEnvelopeSchema, {
     jobId: init.jobId ?? "job-1",
     model: init.model ?? "m",
     attempt: init.attempt ?? 1,
     deadlineUnixMs: init.deadlineUnixMs ?? 0n,
     replyTo: { topic: "shoal.replies.gw-1", partition: 0 },
+    lane: init.lane ?? Lane.INTERACTIVE,
     task: { case: "embed", value: { inputs: [init.text ?? "hello"] } },
   });
   return Buffer.from(encodeEnvelope(e));
@@ -292,5 +294,12 @@ describe("job lifecycle", () => {
     assert.equal(h.dead.length, 1);
     assert.match(h.dead[0]!.reason, /delivered 4 times without an answer/);
     assert.equal(h.produced[0]!.result.status, JobStatus.INTERNAL);
+  });
+
+  test("batch-lane jobs waiting hold back batch-lane room, never interactive room", () => {
+    const h = harnessWith({ prefetchTokens: 100 });
+    h.jobs.deliver(delivery(envelope({ jobId: "bulk", text: "x".repeat(800), lane: Lane.BATCH })));
+    assert.equal(h.jobs.room("batch"), 0, "202 estimated batch-lane tokens wait");
+    assert.ok(h.jobs.room("interactive") >= 1, "an interactive job is still asked for");
   });
 });

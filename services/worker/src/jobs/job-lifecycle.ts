@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { deadLetterTopic, decodeEnvelope, encodeEnvelope, RecordDecodeError, type CatalogModel, type Logger } from "@shoal/common";
+import { deadLetterTopic, decodeEnvelope, encodeEnvelope, laneName, RecordDecodeError, servedLane, type CatalogModel, type LaneName, type Logger } from "@shoal/common";
 import { JobResultSchema, JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import type { Delivery, IntakeHandler, Settlement } from "../intake/intake.ts";
 import type { ResultSink } from "../queue/result-sink.ts";
@@ -95,6 +95,7 @@ interface InFlight {
   lease?: Lease<JobRunner>;
   /** Estimated tokens while the job waits to compute; 0 once its first batch started. */
   waitingTokens: number;
+  readonly lane: LaneName;
 }
 
 const sourceOf = (d: Delivery): string => `${d.topic}/${d.partition}@${d.offset}`;
@@ -114,13 +115,13 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   let draining = false;
   let abandoned = false;
   let waitingForLoad = 0;
-  /** Estimated tokens of jobs in hand that have not started computing. */
-  let waitingTokens = 0;
+  /** Estimated tokens of jobs in hand that have not started computing, per lane. */
+  const waitingTokens: Record<LaneName, number> = { interactive: 0, batch: 0 };
   /** Running mean of a job's estimated tokens, to turn free tokens into a job count. */
   let meanJobTokens = 64;
 
   function started(entry: InFlight): void {
-    waitingTokens -= entry.waitingTokens;
+    waitingTokens[entry.lane] -= entry.waitingTokens;
     entry.waitingTokens = 0;
   }
 
@@ -257,7 +258,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       return;
     }
     const trace = new JobTrace(delivery, envelope.jobId, envelope.model, deps.groupId, deps.workerId);
-    const entry: InFlight = { deliveries: [delivery], trace, source: sourceOf(delivery), waitingTokens: 0 };
+    const entry: InFlight = { deliveries: [delivery], trace, source: sourceOf(delivery), waitingTokens: 0, lane: laneName(servedLane(envelope.lane)) };
     trace.onStarted(() => started(entry));
     inFlight.set(keyOf(envelope), entry);
     const skip = skipReason(envelope, "before the job was pulled");
@@ -268,7 +269,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       return void deadLetter(envelope, entry, `delivered ${delivery.deliveryCount} times without an answer (its worker crashed or lost the job's lock each time)`);
     }
     entry.waitingTokens = estimateJobTokens(envelope, model.spec.maxSequenceLength);
-    waitingTokens += entry.waitingTokens;
+    waitingTokens[entry.lane] += entry.waitingTokens;
     meanJobTokens += (entry.waitingTokens - meanJobTokens) / 16;
     const lease = deps.fleet.tryAcquire(model.id);
     if (lease) return run(envelope, entry, lease);
@@ -300,12 +301,14 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
 
   return {
     deliver,
-    room() {
+    room(lane) {
       const slots = Math.max(0, deps.maxInFlight - inFlight.size);
       if (deps.prefetchTokens === undefined || slots === 0) return slots;
-      const free = deps.prefetchTokens - waitingTokens;
+      // Batch-lane jobs waiting never hold back interactive ones (the compute gate serves those first).
+      const waiting = lane === "interactive" ? waitingTokens.interactive : waitingTokens.interactive + waitingTokens.batch;
+      const free = deps.prefetchTokens - waiting;
       // With nothing waiting, one job is always taken, however large.
-      if (waitingTokens > 0 && free <= 0) return 0;
+      if (waiting > 0 && free <= 0) return 0;
       return Math.min(slots, Math.max(1, Math.floor(free / meanJobTokens)));
     },
     get size() {

@@ -53,7 +53,7 @@ describe('inference threads on the generated tiny model', () => {
 
   it('reports its dimensions and the CPU provider, logging no warning', () => {
     assert.equal(threads.dimensions, dims);
-    assert.deepEqual(threads.info, { modelId: 'shoal-tiny-embed', provider: 'cpu', requestedProvider: 'cpu', threads: 1, intraOpThreads: 1 });
+    assert.deepEqual(threads.info, { modelId: 'shoal-tiny-embed', runtime: 'onnx', provider: 'cpu', requestedProvider: 'cpu', threads: 1, intraOpThreads: 1 });
     assert.equal(logger.lines.filter((l) => l.level === 'warn').length, 0);
   });
 
