@@ -131,7 +131,8 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       [...catalog.pools.values()],
       logger,
     );
-    lagMonitor.start();
+    // Serve with the lanes' figures in place (GetCluster, admission), waiting at most 3 s for them.
+    await Promise.race([lagMonitor.start(), new Promise((r) => setTimeout(r, 3_000).unref())]);
     const unknownModels = [...new Set(config.apiKeys.flatMap((k) => (k.models === "*" ? [] : k.models)))].filter((m) => !catalog.models.has(m));
     if (unknownModels.length > 0) log.warn({ models: unknownModels }, "API keys name models the catalog does not serve");
 

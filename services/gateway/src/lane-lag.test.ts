@@ -72,7 +72,7 @@ test("each pool is read through its intake's source; a failing pool warns once, 
   const { logger, lines } = recordingLogger();
   const monitor = createLaneLagMonitor({ share, group }, { setQueued: (lane, tokens) => Object.assign(queued, { [lane]: tokens }) }, [{ name: "a", intake: "share" }, { name: "b", intake: "group" }], logger, 5);
   monitor.observeJob("interactive", 10);
-  monitor.start();
+  void monitor.start();
   try {
     await until(() => monitor.lag.size === 4);
     assert.ok(calls.includes("share:shoal-pool-a") && calls.includes("group:shoal-pool-b"));

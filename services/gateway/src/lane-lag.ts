@@ -4,7 +4,8 @@ import type { BacklogSource } from "./lane-backlog.ts";
 
 /** Watches each lane's backlog and feeds it to admission as queued tokens. */
 export interface LaneLagMonitor {
-  start(): void;
+  /** Starts polling; resolves once the first poll is done (read or failed), never rejects. */
+  start(): Promise<void>;
   stop(): void;
   /** Remembers the size of an admitted call, to turn lag (records) into tokens. */
   observeJob(lane: LaneName, tokens: number): void;
@@ -77,9 +78,9 @@ export function createLaneLagMonitor(
   return {
     lag,
     start() {
-      if (running) return;
+      if (running) return Promise.resolve();
       running = true;
-      void poll();
+      return poll();
     },
     stop() {
       running = false;
