@@ -21,7 +21,9 @@ import { Admission } from "./admission.ts";
 import { ApiKeys, callerKey, connectionOf, requireApiKey } from "./auth.ts";
 import { createDualServer, type DualServer } from "./dual-server.ts";
 import { createTlsServer } from "./tls-server.ts";
+import { createShareGroupAdmin } from "@shoal/kafka-share";
 import { createLaneLagMonitor, type LaneLagMonitor } from "./lane-lag.ts";
+import { consumerGroupBacklog, shareGroupBacklog } from "./lane-backlog.ts";
 import { createGatewayMetrics } from "./gateway-metrics.ts";
 import { rpcMetrics } from "./rpc-metrics.ts";
 import { traceRpc } from "./rpc-tracing.ts";
@@ -83,7 +85,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
   // Which workers are alive and what they hold, from the status topic they publish to.
   const cluster = createClusterState(kafka, logger, `shoal-gateway-status-${config.instanceId}`);
   const health = new HealthState([InferenceService.typeName, ModelService.typeName, ClusterService.typeName]);
-  const metrics = createGatewayMetrics(() => pending.size);
+  const metrics = createGatewayMetrics(() => pending.size, () => lagMonitor?.lag ?? new Map());
   // Readiness follows the broker: NOT_SERVING within seconds of losing it, SERVING when it returns.
   const probe = createKafkaProbe(admin, {
     intervalMs: 1_000,
@@ -99,6 +101,9 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     batch: { maxInFlightTokens: config.admission.batch.maxInFlightTokens, maxQueuedTokens: config.admission.batch.maxQueuedTokens },
   });
   let lagMonitor: LaneLagMonitor | undefined;
+  // Share pools' backlog comes from the share coordinator (DescribeShareGroupOffsets), over
+  // connections kept between polls.
+  const shareAdmin = createShareGroupAdmin({ brokers: config.kafka.brokers, clientId: `shoal-gateway-${config.instanceId}-lag` });
   // No key configured: authentication is off.
   const apiKeys = new ApiKeys(config.apiKeys);
   let server: DualServer | undefined;
@@ -120,8 +125,14 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     await producer.start();
     await replies.start();
     await cluster.start();
-    lagMonitor = createLaneLagMonitor(admin, admission, [...catalog.pools.keys()], logger);
-    lagMonitor.start();
+    lagMonitor = createLaneLagMonitor(
+      { group: consumerGroupBacklog(admin), share: shareGroupBacklog(admin, shareAdmin) },
+      admission,
+      [...catalog.pools.values()],
+      logger,
+    );
+    // Serve with the lanes' figures in place (GetCluster, admission), waiting at most 3 s for them.
+    await Promise.race([lagMonitor.start(), new Promise((r) => setTimeout(r, 3_000).unref())]);
     const unknownModels = [...new Set(config.apiKeys.flatMap((k) => (k.models === "*" ? [] : k.models)))].filter((m) => !catalog.models.has(m));
     if (unknownModels.length > 0) log.warn({ models: unknownModels }, "API keys name models the catalog does not serve");
 
@@ -243,7 +254,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
           log.warn({ err }, "could not delete this replica's reply topic and consumer groups");
         }
       }],
-      ["disconnect the admin client", () => admin.disconnect()],
+      ["disconnect the admin clients", () => Promise.all([admin.disconnect(), shareAdmin.close()])],
     ]);
     log.info("gateway stopped");
   }

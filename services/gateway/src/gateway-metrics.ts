@@ -8,10 +8,14 @@ export interface GatewayMetrics {
   readonly inFlight: Gauge;
   readonly admissionRejections: Counter<"lane" | "reason">;
   readonly resultsDropped: Counter;
+  readonly queueLag: Gauge<"pool" | "lane">;
 }
 
-/** @param inFlight read at scrape time: calls waiting for a result */
-export function createGatewayMetrics(inFlight: () => number): GatewayMetrics {
+/**
+ * @param inFlight read at scrape time: calls waiting for a result
+ * @param lag read at scrape time: records waiting per `<pool>/<lane>` (the lane-lag monitor's map)
+ */
+export function createGatewayMetrics(inFlight: () => number, lag: () => ReadonlyMap<string, number> = () => new Map()): GatewayMetrics {
   const registry = createMetricsRegistry("gateway");
   return {
     registry,
@@ -46,6 +50,21 @@ export function createGatewayMetrics(inFlight: () => number): GatewayMetrics {
       name: "shoal_gateway_results_dropped_total",
       help: "Results nobody waited for (duplicates, or the caller left)",
       registers: [registry],
+    }),
+    // The autoscaling signal for share pools (KEDA's Prometheus scaler): a share group has no
+    // committed offsets, so consumer-group lag scalers see nothing there.
+    queueLag: new Gauge({
+      name: "shoal_gateway_queue_lag_records",
+      help: "Jobs waiting in a pool's lane (records not yet acknowledged by the share group, or past the consumer group's commits), at the last lag poll",
+      labelNames: ["pool", "lane"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [key, records] of lag()) {
+          const cut = key.lastIndexOf("/");
+          this.set({ pool: key.slice(0, cut), lane: key.slice(cut + 1) }, records);
+        }
+      },
     }),
   };
 }

@@ -1,59 +1,75 @@
-import type { Admin } from "kafkajs";
-import { jobsTopic, LANE_NAMES, laneName, SERVED_LANES, type LaneName, type Logger, type ServedLane } from "@shoal/common";
+import { jobsTopic, LANE_NAMES, laneName, SERVED_LANES, type IntakeKind, type LaneName, type Logger } from "@shoal/common";
 import type { Admission } from "./admission.ts";
+import type { BacklogSource } from "./lane-backlog.ts";
 
-/** Watches each lane's consumer lag and feeds it to admission as queued tokens. */
+/** Watches each lane's backlog and feeds it to admission as queued tokens. */
 export interface LaneLagMonitor {
-  start(): void;
+  /** Starts polling; resolves once the first poll is done (read or failed), never rejects. */
+  start(): Promise<void>;
   stop(): void;
   /** Remembers the size of an admitted call, to turn lag (records) into tokens. */
   observeJob(lane: LaneName, tokens: number): void;
-  /** Lag in records per pool and lane at the last poll. */
+  /**
+   * Records waiting per `<pool>/<lane>` at the last poll that could read them (a pool whose read
+   * fails keeps its last figures; one never read is absent).
+   */
   readonly lag: ReadonlyMap<string, number>;
 }
 
+/** A pool as the monitor sees it: its name and how its workers take jobs. */
+export interface LagPool {
+  readonly name: string;
+  readonly intake: IntakeKind;
+}
+
+/** The consumer group or share group every worker of `pool` joins. */
+export const poolGroupId = (pool: string): string => `shoal-pool-${pool}`;
+
+/**
+ * Polls every pool's jobs topics, each the way its intake consumes them (`sources.share` for a
+ * share group, `sources.group` for a consumer group). A pool whose read fails is warned about once,
+ * then at debug until it reads again; it never stops the others.
+ */
 export function createLaneLagMonitor(
-  admin: Admin,
-  admission: Admission,
-  pools: readonly string[],
+  sources: Readonly<Record<IntakeKind, BacklogSource>>,
+  admission: Pick<Admission, "setQueued">,
+  pools: readonly LagPool[],
   logger: Logger,
   intervalMs = 1_000,
 ): LaneLagMonitor {
   const log = logger.child({ component: "lane-lag" });
   const tokensPerJob: Record<LaneName, number> = { interactive: 0, batch: 0 };
   const lag = new Map<string, number>();
+  const failing = new Set<string>();
   let timer: NodeJS.Timeout | undefined;
   let running = false;
 
-  async function laneLag(pool: string, lane: ServedLane): Promise<number> {
-    const topic = jobsTopic(pool, lane);
-    const [ends, committed] = await Promise.all([
-      admin.fetchTopicOffsets(topic),
-      admin.fetchOffsets({ groupId: `shoal-pool-${pool}`, topics: [topic] }),
-    ]);
-    const done = new Map((committed[0]?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
-    let records = 0;
-    for (const p of ends) {
-      const c = done.get(p.partition) ?? -1;
-      // No commit yet: everything from the low watermark on is waiting.
-      records += Math.max(0, Number(p.high) - (c >= 0 ? c : Number(p.low)));
+  async function readPool(pool: LagPool): Promise<void> {
+    const topics = SERVED_LANES.map((lane) => jobsTopic(pool.name, lane));
+    try {
+      const records = await sources[pool.intake](poolGroupId(pool.name), topics);
+      SERVED_LANES.forEach((lane, i) => {
+        lag.set(`${pool.name}/${laneName(lane)}`, records.get(topics[i]!) ?? 0);
+      });
+      if (failing.delete(pool.name)) log.info({ pool: pool.name, intake: pool.intake }, "lane lag readable again");
+    } catch (err) {
+      const first = !failing.has(pool.name);
+      failing.add(pool.name);
+      const fields = { err, pool: pool.name, intake: pool.intake };
+      if (first) log.warn(fields, "cannot read the pool's lane lag (broker unreachable?); keeping the last figures, further failures at debug");
+      else log.debug(fields, "lane lag read failed");
     }
-    return records;
   }
 
   async function poll(): Promise<void> {
     try {
+      await Promise.all(pools.map(readPool));
       const totals: Record<LaneName, number> = { interactive: 0, batch: 0 };
-      for (const pool of pools) {
-        for (const lane of SERVED_LANES) {
-          const records = await laneLag(pool, lane);
-          lag.set(`${pool}/${laneName(lane)}`, records);
-          totals[laneName(lane)] += records;
-        }
+      for (const [key, records] of lag) {
+        const lane = key.slice(key.lastIndexOf("/") + 1) as LaneName;
+        totals[lane] += records;
       }
       for (const name of LANE_NAMES) admission.setQueued(name, totals[name] * tokensPerJob[name]);
-    } catch (err) {
-      log.debug({ err }, "lag poll failed (broker unreachable?)");
     } finally {
       if (running) timer = setTimeout(() => void poll(), intervalMs);
     }
@@ -62,9 +78,9 @@ export function createLaneLagMonitor(
   return {
     lag,
     start() {
-      if (running) return;
+      if (running) return Promise.resolve();
       running = true;
-      void poll();
+      return poll();
     },
     stop() {
       running = false;

@@ -26,6 +26,7 @@ const OUT = join(PACKAGE, "src", "generated");
 const APIS = [
   "ShareGroupHeartbeat",
   "ShareGroupDescribe",
+  "DescribeShareGroupOffsets",
   "ShareFetch",
   "ShareAcknowledge",
   "IncrementalAlterConfigs",

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Reader, Writer } from "@platformatic/kafka";
+import { describeShareGroupOffsetsApi } from "./generated/describe-share-group-offsets.ts";
 import { incrementalAlterConfigsApi } from "./generated/incremental-alter-configs.ts";
 import type { ApiSpec } from "./generated/runtime.ts";
 import { shareAcknowledgeApi } from "./generated/share-acknowledge.ts";
@@ -61,6 +62,29 @@ test("ShareGroupDescribe v1 round trip", () => {
     },
   );
 });
+
+for (const version of [0, 1]) {
+  test(`DescribeShareGroupOffsets v${version} round trip (Lag from v1)`, () => {
+    roundTrip(
+      describeShareGroupOffsetsApi,
+      version,
+      { groups: [{ groupId: "g", topics: [{ topicName: "t", partitions: [0, 1] }] }, { groupId: "all", topics: null }] },
+      {
+        throttleTimeMs: 0,
+        groups: [{
+          groupId: "g", errorCode: 0, errorMessage: null,
+          topics: [{
+            topicName: "t", topicId: TOPIC_ID,
+            partitions: [
+              { partitionIndex: 0, startOffset: 12n, leaderEpoch: 1, lag: version >= 1 ? 3n : -1n, errorCode: 0, errorMessage: null },
+              { partitionIndex: 1, startOffset: -1n, leaderEpoch: 0, lag: -1n, errorCode: 3, errorMessage: "unknown" },
+            ],
+          }],
+        }],
+      },
+    );
+  });
+}
 
 for (const version of [1, 2]) {
   test(`ShareFetch v${version} round trip`, () => {

@@ -2,7 +2,16 @@
  * @shoal/kafka-share: a Kafka share-group (KIP-932) consumer for Node.js.
  */
 export { createShareConsumer } from "./consumer.ts";
-export { alterShareGroupConfig, describeShareGroup, type AdminOptions, type ShareGroupDescription } from "./admin.ts";
+export {
+  alterShareGroupConfig,
+  createShareGroupAdmin,
+  describeShareGroup,
+  describeShareGroupOffsets,
+  type AdminOptions,
+  type ShareGroupAdmin,
+  type ShareGroupDescription,
+  type ShareGroupPartitionOffsets,
+} from "./admin.ts";
 export type { ShareGroupConfig } from "./group-config.ts";
 export { AcknowledgeError, ConsumerClosedError, KafkaProtocolError } from "./errors.ts";
 export type { AcknowledgeResult } from "./fetcher.ts";
