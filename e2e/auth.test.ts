@@ -28,7 +28,15 @@ const MODEL_B = "shoal-tiny-embed-b";
 type Proto = "connect" | "grpc";
 
 function clients(base: string, protocol: Proto, key?: string) {
-  const auth: Interceptor[] = key === undefined ? [] : [(next) => (req) => (req.header.set("authorization", `Bearer ${key}`), next(req))];
+  const auth: Interceptor[] =
+    key === undefined
+      ? []
+      : [
+          (next) => (req) => {
+            req.header.set("authorization", `Bearer ${key}`);
+            return next(req);
+          },
+        ];
   const transport =
     protocol === "grpc"
       ? createGrpcTransport({ baseUrl: base, interceptors: auth })

@@ -83,9 +83,23 @@ describe("chaos on the real stack (bounded): crashes, drains and a broker outage
     const cluster = await startCluster({ workers: 2, gateways: 2 });
     cleanup.push(() => cluster.stop());
     let workerExit: Promise<number | null> | undefined;
-    const viaSurvivor = load(cluster, { total: 300, concurrency: 8, gateway: 1, onSent: (n) => n === 100 && (workerExit = cluster.workers[1]!.stop("SIGTERM")) });
+    const viaSurvivor = load(cluster, {
+      total: 300,
+      concurrency: 8,
+      gateway: 1,
+      onSent: (n) => {
+        if (n === 100) workerExit = cluster.workers[1]!.stop("SIGTERM");
+      },
+    });
     let gatewayExit: Promise<number | null> | undefined;
-    const viaDraining = load(cluster, { total: 60, concurrency: 8, gateway: 0, onSent: (n) => n === 40 && (gatewayExit = cluster.gateways[0]!.stop("SIGTERM")) });
+    const viaDraining = load(cluster, {
+      total: 60,
+      concurrency: 8,
+      gateway: 0,
+      onSent: (n) => {
+        if (n === 40) gatewayExit = cluster.gateways[0]!.stop("SIGTERM");
+      },
+    });
     const [survivor, draining] = await Promise.all([viaSurvivor, viaDraining]);
     console.log(
       `SIGTERM: worker drained -> ${survivor.answered}/${survivor.sent} answered; gateway drained -> ${draining.answered} answered, refused ${JSON.stringify([...draining.failed])}`,
@@ -133,8 +147,10 @@ describe("chaos on the real stack (bounded): crashes, drains and a broker outage
       else await new Promise((r) => setTimeout(r, 500));
     }
     const acceptedOutcomes = await Promise.all(accepted);
+    const acceptedByCode: Record<string, number> = {};
+    for (const c of acceptedOutcomes) acceptedByCode[c ?? "?"] = (acceptedByCode[c ?? "?"] ?? 0) + 1;
     console.log(
-      `broker outage: during ${JSON.stringify(during.map((d) => `${d.code} in ${d.ms.toFixed(0)} ms`))}; recovered ${(recoveredMs / 1000).toFixed(1)} s after restart; accepted before: ${JSON.stringify(acceptedOutcomes.reduce<Record<string, number>>((m, c) => ((m[c ?? "?"] = (m[c ?? "?"] ?? 0) + 1), m), {}))}`,
+      `broker outage: during ${JSON.stringify(during.map((d) => `${d.code} in ${d.ms.toFixed(0)} ms`))}; recovered ${(recoveredMs / 1000).toFixed(1)} s after restart; accepted before: ${JSON.stringify(acceptedByCode)}`,
     );
     for (const d of during) {
       assert.equal(d.code, "Unavailable", "new requests fail fast with Unavailable while Kafka is down");

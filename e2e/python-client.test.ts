@@ -97,7 +97,9 @@ describe("a Python grpcio client, on stubs generated from proto/ at test time, g
     const client = createShoalClient({ baseUrl: base, protocol: "connect" });
     const ts = await client.rerank(rerankModel, TEXTS[0]!, TEXTS.slice(1));
     assert.deepEqual(py.reranked!.map((r) => r.index), ts.results.map((r) => r.index), "same order");
-    py.reranked!.forEach((r, i) => assert.ok(Math.abs(r.score - ts.results[i]!.score) < 1e-6, `score of document ${r.index}`));
+    py.reranked!.forEach((r, i) => {
+      assert.ok(Math.abs(r.score - ts.results[i]!.score) < 1e-6, `score of document ${r.index}`);
+    });
     const tc = await client.classify(classifyModel, TEXTS);
     assert.equal(py.classified!.length, TEXTS.length);
     tc.classifications.forEach((c, i) => {

@@ -71,7 +71,9 @@ describe("Rerank and Classify end to end (real Kafka, gateway and worker, real O
         assert.ok(r.tokens > 0 && !r.truncated);
       }
       assert.ok(new Set(res.results.map((r) => r.score)).size > 1, "documents get different scores");
-      byIndex(res).forEach((s, i) => assert.ok(close(s, byIndex(rerankRef)[i]!), `document ${i}: ${s} vs ${byIndex(rerankRef)[i]}`));
+      byIndex(res).forEach((s, i) => {
+        assert.ok(close(s, byIndex(rerankRef)[i]!), `document ${i}: ${s} vs ${byIndex(rerankRef)[i]}`);
+      });
       assert.equal(res.usage?.promptTokens, res.results.reduce((n, r) => n + r.tokens, 0));
     });
 
@@ -101,7 +103,9 @@ describe("Rerank and Classify end to end (real Kafka, gateway and worker, real O
     const { inference } = clientsFor(cluster.urls[0]!, "grpc");
     const ref = byIndex(rerankRef);
     const alone = await Promise.all(DOCUMENTS.map((d) => inference.rerank({ model: RERANK, query: QUERY, documents: [d] })));
-    alone.forEach((r, i) => assert.ok(close(r.results[0]!.score, ref[i]!), `document ${i}: alone ${r.results[0]!.score} vs batched ${ref[i]}`));
+    alone.forEach((r, i) => {
+      assert.ok(close(r.results[0]!.score, ref[i]!), `document ${i}: alone ${r.results[0]!.score} vs batched ${ref[i]}`);
+    });
     const top2 = await inference.rerank({ model: RERANK, query: QUERY, documents: DOCUMENTS, topK: 2 });
     assert.deepEqual(top2.results.map((r) => r.index), rerankRef.results.slice(0, 2).map((r) => r.index));
     assert.equal(top2.results[0]!.document, "", "no documents unless asked");

@@ -57,7 +57,10 @@ function zipfStream(count: number, seed: number): number[] {
   const total = weights.reduce((a, b) => a + b, 0);
   const cdf: number[] = [];
   let acc = 0;
-  for (const w of weights) cdf.push((acc += w / total));
+  for (const w of weights) {
+    acc += w / total;
+    cdf.push(acc);
+  }
   const rand = mulberry32(seed);
   return Array.from({ length: count }, () => {
     const u = rand();
@@ -287,9 +290,9 @@ ${row("LIVE: mean cold start ms (load = new thread + session)", f1(mean(lru.cold
 ${row("LIVE: requests failed", String(lru.errors), String(pin.errors), "")}
 ${row("LIVE: peak bytes reserved / budget", f2(lru.maxUsedBytes / budgetBytes), f2(pin.maxUsedBytes / budgetBytes), "")}
 ${row("offline, same sequence, instant loads: cold loads / 1,000", f1(instSame("lru")), f1(instSame("pinned-by-traffic")), ratio(instSame("pinned-by-traffic"), instSame("lru")))}
-${row("offline, same sequence: Belady/MIN optimum cold loads / 1,000", f1(minSame), f1(minSame), ratio(minSame, instSame("lru")) + " (MIN)")}
+${row("offline, same sequence: Belady/MIN optimum cold loads / 1,000", f1(minSame), f1(minSame), `${ratio(minSame, instSame("lru"))} (MIN)`)}
 ${row(`offline, ${LONG_STREAM} requests, instant loads: cold loads / 1,000`, f1(instLong("lru")), f1(instLong("pinned-by-traffic")), ratio(instLong("pinned-by-traffic"), instLong("lru")))}
-${row(`offline, ${LONG_STREAM} requests: Belady/MIN cold loads / 1,000`, f1(minLong), f1(minLong), ratio(minLong, instLong("lru")) + " (MIN)")}
+${row(`offline, ${LONG_STREAM} requests: Belady/MIN cold loads / 1,000`, f1(minLong), f1(minLong), `${ratio(minLong, instLong("lru"))} (MIN)`)}
 models hot at the end (pinned-by-traffic): ${pin.hot.join(", ") || "none"}
 
 goal "pinned-by-traffic cuts cold loads by >= 50% vs LRU, p99 no worse":

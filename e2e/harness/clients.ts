@@ -1,5 +1,5 @@
 import { fail } from "node:assert/strict";
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { type Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";

@@ -57,7 +57,11 @@ export class ServiceProcess {
     }
     this.logs.push(line);
     if (process.env["SHOAL_E2E_ECHO"]) process.stderr.write(`[${this.name}] ${raw}\n`);
-    this.waiters = this.waiters.filter((w) => (w.pred(line) ? (w.resolve(line), false) : true));
+    this.waiters = this.waiters.filter((w) => {
+      if (!w.pred(line)) return true;
+      w.resolve(line);
+      return false;
+    });
   }
 
   /** Resolves with the first log line (past or future) matching `pred`; rejects on exit or timeout. */

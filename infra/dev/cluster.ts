@@ -114,7 +114,13 @@ async function stopAll(code: number): Promise<never> {
     stopping = true;
     step("stopping gateway and workers (Kafka keeps running: `infra/kafka/kafka.sh stop`)");
     await Promise.all(
-      children.map((c) => (c.exitCode === null ? new Promise((r) => (c.once("exit", r), c.kill("SIGTERM"))) : undefined)),
+      children.map((c) => {
+        if (c.exitCode !== null) return undefined;
+        return new Promise((r) => {
+          c.once("exit", r);
+          c.kill("SIGTERM");
+        });
+      }),
     );
   }
   process.exit(code);

@@ -58,11 +58,13 @@ async function runRows(session: ort.InferenceSession, rows: readonly Row[]): Pro
   const ids = new BigInt64Array(rows.length * seq);
   const mask = new BigInt64Array(rows.length * seq);
   const types = new BigInt64Array(rows.length * seq);
-  rows.forEach((r, b) => r.ids.forEach((id, i) => {
-    ids[b * seq + i] = BigInt(id);
-    mask[b * seq + i] = 1n;
-    types[b * seq + i] = BigInt(r.typeIds[i] ?? 0);
-  }));
+  rows.forEach((r, b) => {
+    r.ids.forEach((id, i) => {
+      ids[b * seq + i] = BigInt(id);
+      mask[b * seq + i] = 1n;
+      types[b * seq + i] = BigInt(r.typeIds[i] ?? 0);
+    });
+  });
   const shape = [rows.length, seq];
   const out = await session.run({
     input_ids: new ort.Tensor('int64', ids, shape),

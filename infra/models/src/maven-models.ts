@@ -264,6 +264,7 @@ async function buildLocked(m: MavenEmbedder, dir: string, options: MavenModelOpt
 function mavenProgress(m: MavenEmbedder, log: (line: string) => void): (line: string) => void {
   let others = 0;
   return (line) => {
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: strips ANSI colour codes (ESC [ ... m), so ESC is the point
     const clean = line.replace(/\x1b\[[0-9;]*m/g, '');
     const transfer = /^\[INFO\] (Downloading|Downloaded) from [^:]+: \S*\/([^/\s]+)(.*)$/.exec(clean);
     if (transfer) {

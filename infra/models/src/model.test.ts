@@ -84,7 +84,12 @@ async function run(rows: number[][]): Promise<{ data: Float32Array; dims: readon
   const ids = new BigInt64Array(rows.length * seq);
   const maskData = new BigInt64Array(rows.length * seq);
   const mask = rows.map((r) => Array.from({ length: seq }, (_, i) => (i < r.length ? 1 : 0)));
-  rows.forEach((r, b) => r.forEach((id, i) => { ids[b * seq + i] = BigInt(id); maskData[b * seq + i] = 1n; }));
+  rows.forEach((r, b) => {
+    r.forEach((id, i) => {
+      ids[b * seq + i] = BigInt(id);
+      maskData[b * seq + i] = 1n;
+    });
+  });
   const shape = [rows.length, seq];
   const out = await session.run({
     [manifest.onnx.inputs.inputIds]: new ort.Tensor('int64', ids, shape),

@@ -65,7 +65,9 @@ export async function embedCorpus(
       const batch = texts.slice(start, start + batchSize);
       const res = await embedBatch(batch, { ...embedOpts, signal: stop.signal });
       if (res.vectors.length !== batch.length) throw new Error(`batch ${b}: ${res.vectors.length} vectors for ${batch.length} texts`);
-      res.vectors.forEach((v, i) => (vectors[start + i] = v));
+      res.vectors.forEach((v, i) => {
+        vectors[start + i] = v;
+      });
       model = res.model;
       dimensions = res.dimensions;
       usage.promptTokens += res.usage.promptTokens;

@@ -69,7 +69,7 @@ export function createBatchingProducer(
     // On failure the next send reports it (kafkajs reconnects on send).
     await producer.connect().catch((connectErr: unknown) => log.warn({ err: connectErr }, "new producer could not connect yet"));
   }
-  let queue: Queued[] = [];
+  const queue: Queued[] = [];
   let sending: Promise<void> | undefined;
   let connected = false;
 

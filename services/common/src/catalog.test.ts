@@ -60,6 +60,7 @@ describe("model catalog", () => {
         "  - path: /does/not/exist",
         `  - path: ${JSON.stringify(tiny)}`,
         `  - path: ${JSON.stringify(tiny)}`,
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: literal YAML text; the test checks the catalog's own ${VAR} expansion
         "  - path: ${UNSET_VARIABLE_FOR_TEST}",
         "",
       ].join("\n"),

@@ -7,8 +7,14 @@ import { MANIFEST_FILE, readModelDir, validateManifest } from './model-manifest.
 import { copyModelDir, generatedModelDir, tempDir } from '../../worker/src/runtime/test-models.ts';
 import { ensureModel } from '../../../infra/models/src/ensure-model.ts';
 
-async function readManifest(dir: string): Promise<Record<string, any>> {
-  return JSON.parse(await readFile(join(dir, MANIFEST_FILE), 'utf8')) as Record<string, any>;
+/** A manifest as raw JSON, loose enough for a test to break any field. */
+interface RawManifest {
+  [field: string]: unknown;
+  onnx: { [field: string]: unknown; inputs: Record<string, unknown> };
+}
+
+async function readManifest(dir: string): Promise<RawManifest> {
+  return JSON.parse(await readFile(join(dir, MANIFEST_FILE), 'utf8')) as RawManifest;
 }
 
 async function loadError(dir: string): Promise<ModelLoadError> {

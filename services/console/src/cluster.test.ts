@@ -96,6 +96,6 @@ test("score bars: probabilities as they are, logits scaled low..high, NaN empty"
   assert.deepEqual(barFractions([0.5, Number.NaN]), [0.5, 0]);
   assert.deepEqual(barFractions([]), []);
   assert.equal(formatScore(0.93251), "0.9325");
-  assert.equal(formatScore(-3.14159), "-3.14");
+  assert.equal(formatScore(-Math.PI), "-3.14");
   assert.equal(percent(1.7), "100.0%");
 });

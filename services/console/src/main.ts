@@ -221,8 +221,14 @@ form.addEventListener("submit", (event) => {
   event.preventDefault();
   const texts = linesOf(byId<HTMLTextAreaElement>("embed-texts").value);
   errorBox.textContent = "";
-  if (texts.length === 0) return void (errorBox.textContent = "enter at least one text");
-  if (texts.length > MAX_TEXTS) return void (errorBox.textContent = `at most ${MAX_TEXTS} texts here`);
+  if (texts.length === 0) {
+    errorBox.textContent = "enter at least one text";
+    return;
+  }
+  if (texts.length > MAX_TEXTS) {
+    errorBox.textContent = `at most ${MAX_TEXTS} texts here`;
+    return;
+  }
   button.disabled = true;
   button.textContent = "Embedding…";
   api

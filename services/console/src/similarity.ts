@@ -29,7 +29,11 @@ export function cosineMatrix(vectors: readonly ArrayLike<number>[]): number[][] 
  */
 export function colorFloor(matrix: readonly (readonly number[])[]): number {
   let lo = 1;
-  matrix.forEach((row, i) => row.forEach((v, j) => (i !== j ? (lo = Math.min(lo, v)) : undefined)));
+  matrix.forEach((row, i) => {
+    row.forEach((v, j) => {
+      if (i !== j) lo = Math.min(lo, v);
+    });
+  });
   return matrix.length < 2 ? 0 : Math.min(0.95, Math.max(0, lo));
 }
 

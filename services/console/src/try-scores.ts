@@ -167,9 +167,18 @@ export function mountScorePanels(
     const documents = linesOf(docs.value);
     const q = query.value.trim();
     rerank.error.textContent = "";
-    if (q === "") return void (rerank.error.textContent = "enter a query");
-    if (documents.length === 0) return void (rerank.error.textContent = "enter at least one document");
-    if (documents.length > MAX_TEXTS) return void (rerank.error.textContent = `at most ${MAX_TEXTS} documents here`);
+    if (q === "") {
+      rerank.error.textContent = "enter a query";
+      return;
+    }
+    if (documents.length === 0) {
+      rerank.error.textContent = "enter at least one document";
+      return;
+    }
+    if (documents.length > MAX_TEXTS) {
+      rerank.error.textContent = `at most ${MAX_TEXTS} documents here`;
+      return;
+    }
     busy(
       rerank,
       "Rerank",
@@ -187,8 +196,14 @@ export function mountScorePanels(
     event.preventDefault();
     const inputs = linesOf(texts.value);
     classify.error.textContent = "";
-    if (inputs.length === 0) return void (classify.error.textContent = "enter at least one text");
-    if (inputs.length > MAX_TEXTS) return void (classify.error.textContent = `at most ${MAX_TEXTS} texts here`);
+    if (inputs.length === 0) {
+      classify.error.textContent = "enter at least one text";
+      return;
+    }
+    if (inputs.length > MAX_TEXTS) {
+      classify.error.textContent = `at most ${MAX_TEXTS} texts here`;
+      return;
+    }
     busy(
       classify,
       "Classify",

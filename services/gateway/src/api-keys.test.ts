@@ -32,7 +32,7 @@ describe("SHOAL_API_KEYS compact form", () => {
 
   test("every problem is reported, naming the entry and never the key", () => {
     const problems: string[] = [];
-    const specs = parseApiKeysEnv("bad tenant=short;lane=fast;burst=3;colour=red, ok=" + KEY_A + ";requestsPerSecond=-1, justtext", problems);
+    const specs = parseApiKeysEnv(`bad tenant=short;lane=fast;burst=3;colour=red, ok=${KEY_A};requestsPerSecond=-1, justtext`, problems);
     assert.equal(specs.length, 0);
     const text = problems.join("\n");
     assert.match(text, /SHOAL_API_KEYS\[0\]\.tenant: required/);

@@ -215,7 +215,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     if (config.insecurePublic && !isLoopback(config.host) && (!apiKeys.enabled || config.tls === undefined)) {
       log.warn(
         { host: config.host, apiKeys: apiKeys.enabled, tls: config.tls !== undefined },
-        "SHOAL_INSECURE_PUBLIC=1: serving off loopback WITHOUT " + [apiKeys.enabled ? "" : "API keys", config.tls ? "" : "TLS"].filter((x) => x !== "").join(" and ") + " — anyone who reaches this port can call it",
+        `SHOAL_INSECURE_PUBLIC=1: serving off loopback WITHOUT ${[apiKeys.enabled ? "" : "API keys", config.tls ? "" : "TLS"].filter((x) => x !== "").join(" and ")} — anyone who reaches this port can call it`,
       );
     }
     const address = await server.listen(config.port, config.host);

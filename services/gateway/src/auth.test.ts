@@ -138,7 +138,15 @@ describe("requireApiKey on a real Connect server (gRPC client): ModelService pro
   function clients(key?: string) {
     const transport = createGrpcTransport({
       baseUrl,
-      interceptors: key === undefined ? [] : [(next) => (req) => (req.header.set("authorization", `Bearer ${key}`), next(req))],
+      interceptors:
+        key === undefined
+          ? []
+          : [
+              (next) => (req) => {
+                req.header.set("authorization", `Bearer ${key}`);
+                return next(req);
+              },
+            ],
     });
     return { models: createClient(ModelService, transport), health: createClient(Health, transport) };
   }

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
-import { ClusterService, GetClusterResponseSchema } from "@shoal/gen/shoal/v1/cluster_pb.ts";
+import { type ClusterService, GetClusterResponseSchema } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { laneFromName } from "@shoal/common";
 import type { ClusterState } from "./cluster-state.ts";
 

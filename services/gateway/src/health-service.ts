@@ -1,7 +1,7 @@
 import { EventEmitter, on } from "node:events";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { Health, HealthCheckResponse_ServingStatus as Status } from "@shoal/gen/grpc/health/v1/health_pb.ts";
+import { type Health, HealthCheckResponse_ServingStatus as Status } from "@shoal/gen/grpc/health/v1/health_pb.ts";
 
 /** Serving status per service name; "" is the whole server. */
 export class HealthState {

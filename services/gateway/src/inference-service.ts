@@ -25,7 +25,7 @@ import type { Lane, TimingSchema } from "@shoal/gen/shoal/v1/common_pb.ts";
 import {
   ClassifyResponseSchema,
   EmbedResponseSchema,
-  InferenceService,
+  type InferenceService,
   RerankResponseSchema,
   VectorEncoding,
   type ClassifyResponse,

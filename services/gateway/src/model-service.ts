@@ -3,7 +3,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import type { Catalog, CatalogModel } from "@shoal/common";
 import { Lane, Task } from "@shoal/gen/shoal/v1/common_pb.ts";
 import type { WorkerStatus } from "@shoal/gen/shoal/v1/cluster_pb.ts";
-import { ModelSchema, ModelService, ResidencyState, type Model } from "@shoal/gen/shoal/v1/model_pb.ts";
+import { ModelSchema, type ModelService, ResidencyState, type Model } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { InvalidRequestError, ModelNotFoundError } from "./errors.ts";
 import { principalKey } from "./auth.ts";
 

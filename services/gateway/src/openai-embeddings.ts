@@ -65,7 +65,7 @@ function errorType(status: number): string {
 /** The OpenAI error for a ConnectError: HTTP status from the Connect code, OpenAI's names. */
 export function openAiErrorFrom(err: ConnectError): OpenAiError {
   // Not `instanceof`: ConnectError's Symbol.hasInstance accepts any ConnectError-shaped value.
-  if (OpenAiRequestError.prototype.isPrototypeOf(err)) return (err as OpenAiRequestError).openAi;
+  if (Object.prototype.isPrototypeOf.call(OpenAiRequestError.prototype, err)) return (err as OpenAiRequestError).openAi;
   const status = httpStatus[err.code] ?? 500;
   // Shoal's validation names `inputs[i]`; the OpenAI request calls the field `input`.
   const message = err.rawMessage.replace(/^inputs\b/, "input");
@@ -267,7 +267,9 @@ export function createOpenAiEmbeddings(deps: OpenAiEmbeddingsDeps): (req: Req, r
       }));
       const usage = { prompt_tokens: out.usage?.promptTokens ?? 0, total_tokens: out.usage?.totalTokens ?? 0 };
       const headers: Record<string, string> = {};
-      ctx.responseHeader.forEach((v, k) => (headers[k] = v));
+      ctx.responseHeader.forEach((v, k) => {
+        headers[k] = v;
+      });
       sendJson(req, res, 200, { object: "list", data, model: out.model, usage }, headers);
     } catch (err) {
       // Already mapped by the chain's mapErrors; mapped again for a chain without it (tests).

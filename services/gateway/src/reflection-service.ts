@@ -71,7 +71,10 @@ export class DescriptorIndex {
     visit(file);
     return out.map((f) => {
       let bytes = this.serialized.get(f);
-      if (!bytes) this.serialized.set(f, (bytes = toBinary(FileDescriptorProtoSchema, f.proto)));
+      if (!bytes) {
+        bytes = toBinary(FileDescriptorProtoSchema, f.proto);
+        this.serialized.set(f, bytes);
+      }
       return bytes;
     });
   }

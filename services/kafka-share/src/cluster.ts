@@ -55,7 +55,7 @@ export class Cluster {
   /** Refreshes topic ids and partition leaders (and broker addresses) for `topics`. */
   async refreshMetadata(topics: readonly string[]): Promise<void> {
     const conn = await this.#bootstrap();
-    let res;
+    let res: metadataV12.MetadataResponse;
     try {
       res = await metadataV12.api.async(conn, [...topics], false, false);
     } catch (err) {

@@ -88,7 +88,10 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
 
   const sessionFor = (nodeId: number): ShareSession => {
     let s = sessions.get(nodeId);
-    if (!s) sessions.set(nodeId, (s = new ShareSession(nodeId)));
+    if (!s) {
+      s = new ShareSession(nodeId);
+      sessions.set(nodeId, s);
+    }
     return s;
   };
 

@@ -5,8 +5,8 @@
 import { AckType, partitionKey, toBatches, type PartitionAcks, type PartitionRef } from "./acks.ts";
 import type { Cluster } from "./cluster.ts";
 import { AcknowledgeError, ErrorCode, KafkaProtocolError } from "./errors.ts";
-import { shareAcknowledgeApi } from "./generated/share-acknowledge.ts";
-import { shareFetchApi, type ShareFetchRequestFetchTopic } from "./generated/share-fetch.ts";
+import { shareAcknowledgeApi, type ShareAcknowledgeResponse } from "./generated/share-acknowledge.ts";
+import { shareFetchApi, type ShareFetchRequestFetchTopic, type ShareFetchResponse } from "./generated/share-fetch.ts";
 import { call } from "./protocol/call.ts";
 import { decodePartition, type ShareRecord } from "./records.ts";
 import { FINAL_EPOCH, INITIAL_EPOCH, type ShareSession } from "./session.ts";
@@ -75,11 +75,14 @@ export class Fetcher {
       const topics = new Map<string, ShareFetchRequestFetchTopic>();
       for (const p of wanted) {
         let t = topics.get(p.topicId);
-        if (!t) topics.set(p.topicId, (t = { topicId: p.topicId, partitions: [] }));
+        if (!t) {
+          t = { topicId: p.topicId, partitions: [] };
+          topics.set(p.topicId, t);
+        }
         const a = acks.find((x) => x.topicId === p.topicId && x.partition === p.partition);
         t.partitions.push({ partitionIndex: p.partition, acknowledgementBatches: a ? toBatches(a.offsets) : [] });
       }
-      let res;
+      let res: ShareFetchResponse;
       try {
         const conn = await this.cluster.connection(session.nodeId, "fetch");
         res = await call(conn, shareFetchApi, version, {
@@ -165,7 +168,7 @@ export class Fetcher {
   }
 
   async #sendAcks(session: ShareSession, acks: PartitionAcks[], epoch: number, renew: boolean): Promise<void> {
-    let res;
+    let res: ShareAcknowledgeResponse;
     try {
       const version = await this.version(session);
       const conn = await this.cluster.connection(session.nodeId, "fetch");

@@ -91,7 +91,11 @@ function createBoard(n: number, metric: LoadMetric, countOwnSends: boolean): { b
   const board = new Array<number>(n).fill(0);
   return {
     board,
-    refresh: (devices) => devices.forEach((d, i) => (board[i] = loadOf(d, metric))),
+    refresh: (devices) => {
+      devices.forEach((d, i) => {
+        board[i] = loadOf(d, metric);
+      });
+    },
     sent: (i, job) => {
       if (countOwnSends) board[i]! += sendCost(job, metric);
     },
@@ -114,7 +118,9 @@ export function leastLoaded(opts: LeastLoadedOptions): DispatchPolicy {
         route(job) {
           const min = Math.min(...b.board);
           const candidates: number[] = [];
-          b.board.forEach((v, i) => v === min && candidates.push(i));
+          b.board.forEach((v, i) => {
+            if (v === min) candidates.push(i);
+          });
           const pick = opts.ties === 'random' ? candidates[Math.floor(rand() * candidates.length)]! : candidates[0]!;
           b.sent(pick, job);
           return pick;

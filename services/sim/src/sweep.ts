@@ -111,7 +111,10 @@ export function findKnees(opts: SweepOptions): SweepResult {
   const traces = new Map<number, Trace>();
   const traceFor = (load: number): Trace => {
     let t = traces.get(load);
-    if (t === undefined) traces.set(load, (t = traceAt(opts, rateOf(load))));
+    if (t === undefined) {
+      t = traceAt(opts, rateOf(load));
+      traces.set(load, t);
+    }
     return t;
   };
 

@@ -10,7 +10,12 @@ describe("compute gate", () => {
     const gate = new ComputeGate(1);
     const started: string[] = [];
     const releases: Array<() => void> = [];
-    for (const name of ["a1", "a2"]) void gate.acquire("a", "batch").then((r) => (started.push(name), releases.push(r)));
+    for (const name of ["a1", "a2"]) {
+      void gate.acquire("a", "batch").then((r) => {
+        started.push(name);
+        releases.push(r);
+      });
+    }
     await tick();
     assert.deepEqual(started, ["a1"]);
     releases[0]!();
@@ -26,9 +31,20 @@ describe("compute gate", () => {
     const first = await gate.acquire("hot", "batch");
     const all: Promise<void>[] = [];
     // The hot model queues five runs before the other models' runs arrive.
-    for (let i = 1; i <= 5; i++) all.push(gate.acquire("hot", "batch").then((r) => (order.push(`hot${i}`), r())));
-    all.push(gate.acquire("cold", "batch").then((r) => (order.push("cold1"), r())));
-    all.push(gate.acquire("other", "batch").then((r) => (order.push("other1"), r())));
+    for (let i = 1; i <= 5; i++) {
+      all.push(gate.acquire("hot", "batch").then((r) => {
+        order.push(`hot${i}`);
+        r();
+      }));
+    }
+    all.push(gate.acquire("cold", "batch").then((r) => {
+      order.push("cold1");
+      r();
+    }));
+    all.push(gate.acquire("other", "batch").then((r) => {
+      order.push("other1");
+      r();
+    }));
     first();
     await Promise.all(all);
     assert.deepEqual(order.slice(0, 3), ["hot1", "cold1", "other1"], `every model got a turn within the first three runs: ${order}`);
@@ -40,10 +56,22 @@ describe("compute gate", () => {
     const order: string[] = [];
     const running = await gate.acquire("m", "batch");
     const all = [
-      gate.acquire("m", "batch").then((r) => (order.push("m-batch"), r())),
-      gate.acquire("n", "batch").then((r) => (order.push("n-batch"), r())),
-      gate.acquire("n", "interactive").then((r) => (order.push("n-interactive"), r())),
-      gate.acquire("m", "interactive").then((r) => (order.push("m-interactive"), r())),
+      gate.acquire("m", "batch").then((r) => {
+        order.push("m-batch");
+        r();
+      }),
+      gate.acquire("n", "batch").then((r) => {
+        order.push("n-batch");
+        r();
+      }),
+      gate.acquire("n", "interactive").then((r) => {
+        order.push("n-interactive");
+        r();
+      }),
+      gate.acquire("m", "interactive").then((r) => {
+        order.push("m-interactive");
+        r();
+      }),
     ];
     await tick();
     assert.deepEqual(gate.stats, { running: 1, waiting: 4 });
@@ -57,7 +85,10 @@ describe("compute gate", () => {
     const gate = new ComputeGate(2, { interactiveReserve: 1, reserveWindowMs: 500, clock });
     const started: string[] = [];
     const take = (name: string, lane: "interactive" | "batch"): Promise<() => void> =>
-      gate.acquire("m", lane).then((r) => (started.push(name), r));
+      gate.acquire("m", lane).then((r) => {
+        started.push(name);
+        return r;
+      });
     // No interactive work yet: the batch lane may use both slots.
     const b1 = await take("b1", "batch");
     const b2 = await take("b2", "batch");
@@ -90,7 +121,10 @@ describe("compute gate", () => {
     (await gate.acquire("m", "interactive"))();
     const order: string[] = [];
     const first = await gate.acquire("m", "batch");
-    const rest = [1, 2, 3].map((i) => gate.acquire("m", "batch").then((r) => (order.push(`b${i}`), r())));
+    const rest = [1, 2, 3].map((i) => gate.acquire("m", "batch").then((r) => {
+      order.push(`b${i}`);
+      r();
+    }));
     await tick();
     assert.deepEqual(gate.stats, { running: 1, waiting: 3 });
     first();

@@ -113,7 +113,8 @@ class RoundRobin {
   push(model: string, start: Start): void {
     let q = this.queues.get(model);
     if (!q) {
-      this.queues.set(model, (q = []));
+      q = [];
+      this.queues.set(model, q);
       this.order.push(model);
     }
     q.push(start);

@@ -35,7 +35,10 @@ export function createGroupIntake(kafka: Kafka, logger: Logger, opts: GroupIntak
   function trackerFor(topic: string, partition: number): OffsetTracker {
     const key = `${topic}\u0000${partition}`;
     let t = trackers.get(key);
-    if (!t) trackers.set(key, (t = new OffsetTracker()));
+    if (!t) {
+      t = new OffsetTracker();
+      trackers.set(key, t);
+    }
     return t;
   }
 

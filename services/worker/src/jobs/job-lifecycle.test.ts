@@ -14,7 +14,10 @@ import { createJobLifecycle, type JobLifecycleDeps, type JobRunner } from "./job
 function deferred(): { promise: Promise<void>; resolve: () => void; reject: (e: Error) => void } {
   let resolve!: () => void;
   let reject!: (e: Error) => void;
-  const promise = new Promise<void>((ok, fail) => ((resolve = ok), (reject = fail)));
+  const promise = new Promise<void>((ok, fail) => {
+    resolve = ok;
+    reject = fail;
+  });
   return { promise, resolve, reject };
 }
 

@@ -299,8 +299,14 @@ describe("Residency: waiting for room", () => {
     const { fake, acquire } = setup({ budget: 10 });
     const a = await acquire("a");
     const order: string[] = [];
-    const c = acquire("c").then((l) => (order.push("c"), l));
-    const d = acquire("d").then((l) => (order.push("d"), l));
+    const c = acquire("c").then((l) => {
+      order.push("c");
+      return l;
+    });
+    const d = acquire("d").then((l) => {
+      order.push("d");
+      return l;
+    });
     await flush();
     assert.equal(fake.loadsOf("c") + fake.loadsOf("d"), 0);
     a.release();

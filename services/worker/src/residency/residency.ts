@@ -529,7 +529,7 @@ export class Residency<R> {
     if (this.policy === "pinned-by-traffic" && waitedMs < this.busyVictimWaitMs) {
       const busy = this.candidates(true);
       const plan = chooseVictims(this.policy, [...idle, ...busy], shortfall);
-      if (plan !== undefined && plan.some((v) => busy.includes(v))) {
+      if (plan?.some((v) => busy.includes(v))) {
         this.armBusyTimer(this.busyVictimWaitMs - waitedMs);
         return undefined;
       }

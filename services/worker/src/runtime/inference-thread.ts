@@ -10,7 +10,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import { InferenceError, ModelLoadError } from './errors.ts';
 import type { FromThread, ThreadInit, ToThread } from './inference-protocol.ts';
-import { openSession } from './onnx-session.ts';
+import { openSession, type OpenedSession } from './onnx-session.ts';
 import type { PackedGroup } from './packed-group.ts';
 import { poolInto } from './pooling.ts';
 
@@ -76,7 +76,7 @@ async function runGroups(session: ort.InferenceSession, groups: readonly PackedG
 }
 
 async function main(): Promise<void> {
-  let opened;
+  let opened: OpenedSession;
   try {
     opened = await openSession(model, init.settings);
   } catch (err) {

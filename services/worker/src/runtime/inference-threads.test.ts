@@ -107,7 +107,9 @@ describe('inference threads on the generated tiny model', () => {
     const sequential: Float32Array[] = [];
     for (const x of ids) sequential.push((await threads.run([{ ids: [x] }])).vectors);
     const concurrent = await Promise.all(ids.map((x) => threads.run([{ ids: [x] }])));
-    concurrent.forEach((r, i) => assert.ok(maxAbsDiff(r.vectors, sequential[i]!) < 1e-6, `run ${i}`));
+    concurrent.forEach((r, i) => {
+      assert.ok(maxAbsDiff(r.vectors, sequential[i]!) < 1e-6, `run ${i}`);
+    });
   });
 
   it('rejects malformed input with InferenceError(invalid-input) and an empty run with no vectors', async () => {
@@ -213,7 +215,9 @@ describe('inference threads lifecycle', () => {
     try {
       const a = await Promise.all(ids.map((x) => one.run([{ ids: [x] }])));
       const b = await Promise.all(ids.map((x) => two.run([{ ids: [x] }])));
-      a.forEach((r, i) => assert.ok(maxAbsDiff(r.vectors, b[i]!.vectors) < 1e-6));
+      a.forEach((r, i) => {
+        assert.ok(maxAbsDiff(r.vectors, b[i]!.vectors) < 1e-6);
+      });
     } finally {
       await Promise.all([one.close(), two.close()]);
     }

@@ -224,7 +224,10 @@ export async function createTextTokenizer(spec: ModelSpec): Promise<TextTokenize
   const querySegment = (text: string, cap: number | undefined): { ids: number[]; whole: boolean } => {
     if (lastQuery?.text !== text) lastQuery = { text, byCap: new Map() };
     let result = lastQuery.byCap.get(cap);
-    if (result === undefined) lastQuery.byCap.set(cap, (result = segment(text, cap)));
+    if (result === undefined) {
+      result = segment(text, cap);
+      lastQuery.byCap.set(cap, result);
+    }
     return result;
   };
   const segment = (text: string, cap: number | undefined): { ids: number[]; whole: boolean } => {

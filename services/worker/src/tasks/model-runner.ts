@@ -221,7 +221,9 @@ export class ModelRunner {
         });
       }
       const report = { startedAtMs: batchStartedAtMs, inferenceMs, items: batchItems, paddedTokens };
-      members.forEach((item, row) => item.job.accept(item.index, out.vectors.subarray(row * dims, (row + 1) * dims), report));
+      members.forEach((item, row) => {
+        item.job.accept(item.index, out.vectors.subarray(row * dims, (row + 1) * dims), report);
+      });
     }
     return { paddedTokens, inferenceMs, calls: calls.reduce((n, c) => n + c.length, 0) };
   }

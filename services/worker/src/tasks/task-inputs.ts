@@ -15,7 +15,9 @@ export type PreparedInputs =
 
 function truncatedIndexes(encoded: readonly EncodedInput[]): number[] {
   const out: number[] = [];
-  encoded.forEach((e, i) => e.truncated && out.push(i));
+  encoded.forEach((e, i) => {
+    if (e.truncated) out.push(i);
+  });
   return out;
 }
 

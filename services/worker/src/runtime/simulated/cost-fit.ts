@@ -79,7 +79,9 @@ export function fitCallCost(points: readonly CostPoint[]): CostFit {
     const sol = solveSubset(points, active);
     if (sol === undefined || sol.some((v) => !(v >= 0))) continue;
     const coef = [0, 0, 0];
-    active.forEach((col, i) => (coef[col] = sol[i]!));
+    active.forEach((col, i) => {
+      coef[col] = sol[i]!;
+    });
     const err = weightedError(points, coef);
     if (err < bestErr) {
       bestErr = err;

@@ -17,7 +17,10 @@ describe('simulated device', () => {
     const t0 = performance.now();
     const ends: number[] = [];
     // 10 + 0.5·4 = 12 ms × 2 = 24 ms each; the second ends after the first.
-    const runs = [0, 1].map((i) => device.compute([{ batch: 1, seqLen: 4 }]).then((ms) => (ends[i] = performance.now() - t0, ms)));
+    const runs = [0, 1].map((i) => device.compute([{ batch: 1, seqLen: 4 }]).then((ms) => {
+      ends[i] = performance.now() - t0;
+      return ms;
+    }));
     const took = await Promise.all(runs);
     for (const ms of took) assert.ok(ms >= 23, `a call took ${ms} ms, planned 24`);
     assert.ok(ends[1]! >= 47, `the second call ended at ${ends[1]} ms: it waited for the first`);
@@ -35,7 +38,10 @@ describe('simulated device', () => {
     const device = createSimulatedDevice({ profile, dilation: 1 });
     const order: string[] = [];
     const [loadMs] = await Promise.all([
-      device.load().then((ms) => (order.push('load'), ms)),
+      device.load().then((ms) => {
+        order.push('load');
+        return ms;
+      }),
       device.compute([{ batch: 1, seqLen: 1 }]).then(() => order.push('call')),
     ]);
     assert.ok(loadMs >= 19);
