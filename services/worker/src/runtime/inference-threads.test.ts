@@ -192,8 +192,10 @@ describe('inference threads lifecycle', () => {
 
   it('close is idempotent, lets a running run finish, and rejects later runs with InferenceError(closed)', async () => {
     const threads = await createInferenceThreads({ spec, intraOpThreads: 1 });
+    // A first run proves the thread has its session: run() then hands the next run to it
+    // synchronously, and a second one queues behind it (all before close, in one tick).
+    await threads.run([{ ids: [[101, 102]] }]);
     const running = threads.run([{ ids: [[101, 2000, 2001, 102]] }]);
-    await new Promise((r) => setTimeout(r, 0)); // let it be dispatched
     const queued = threads.run([{ ids: [[101, 2000, 102]] }]);
     const first = threads.close();
     const second = threads.close();
