@@ -9,7 +9,13 @@ import { simProfileIds } from "./runtime/simulated/profile.ts";
  */
 export type RuntimeChoice =
   | { readonly kind: "onnx" }
-  | { readonly kind: "simulated"; readonly profile: string; readonly dilation: number };
+  | {
+      readonly kind: "simulated";
+      readonly profile: string;
+      readonly dilation: number;
+      /** `SHOAL_SIM_LOG_CALLS`: log every device run (start, duration) for benchmarks that rebuild busy time. */
+      readonly logCalls?: boolean;
+    };
 
 /** The worker's whole configuration, validated once at start. */
 export interface WorkerConfig {
@@ -150,7 +156,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
   });
 }
 
-/** `SHOAL_RUNTIME` and `SHOAL_SIM_DILATION` (a positive number; only with a simulated runtime). */
+/** `SHOAL_RUNTIME`, `SHOAL_SIM_DILATION` (a positive number) and `SHOAL_SIM_LOG_CALLS` (only with a simulated runtime). */
 function readRuntime(r: EnvReader): RuntimeChoice {
   const raw = r.string("SHOAL_RUNTIME", "onnx");
   const dilationText = r.optionalString("SHOAL_SIM_DILATION");
@@ -165,5 +171,6 @@ function readRuntime(r: EnvReader): RuntimeChoice {
     r.problem(`SHOAL_RUNTIME=${raw}: expected onnx or simulated:<profile> with a profile of ${simProfileIds.join(", ")}`);
     return { kind: "onnx" };
   }
-  return { kind: "simulated", profile, dilation };
+  const logCalls = r.bool("SHOAL_SIM_LOG_CALLS", false);
+  return logCalls ? { kind: "simulated", profile, dilation, logCalls } : { kind: "simulated", profile, dilation };
 }
