@@ -56,6 +56,7 @@ const WARMUP = Number(args.warmup ?? (QUICK ? 2 : 5));
 const LOAD = Number(args.load);
 const PROFILE = simProfile(args.profile);
 const DILATION = Number(args.dilation);
+
 const MAX_LAG = Number(args["max-lag"]);
 const DEVICES = 4;
 const WORKERS = 4;
@@ -66,14 +67,29 @@ interface Arm {
   readonly name: string;
   readonly intake: "share" | "group";
   readonly partitions: number;
+  /** Extra worker env of this arm (`share@SHOAL_PREFETCH_TOKENS=1+K=V`). */
+  readonly env: Record<string, string>;
 }
-const ARMS: Record<string, Arm> = {
-  share: { name: "share", intake: "share", partitions: 1 },
-  group4: { name: "group4", intake: "group", partitions: 4 },
-  group8: { name: "group8", intake: "group", partitions: 8 },
+const BASE_ARMS: Record<string, Omit<Arm, "name" | "env">> = {
+  share: { intake: "share", partitions: 1 },
+  group4: { intake: "group", partitions: 4 },
+  group8: { intake: "group", partitions: 8 },
 };
-const armNames = (args.arms ?? (QUICK ? "share,group4" : "share,group4,group8")).split(",").map((s) => s.trim());
-for (const a of armNames) if (!ARMS[a]) throw new Error(`unknown arm '${a}' (known: ${Object.keys(ARMS).join(", ")})`);
+const arms: Arm[] = (args.arms ?? (QUICK ? "share,group4" : "share,group4,group8")).split(",").map((spec) => {
+  const [base, extra] = spec.trim().split("@") as [string, string | undefined];
+  const arm = BASE_ARMS[base];
+  if (!arm) throw new Error(`unknown arm '${base}' (known: ${Object.keys(BASE_ARMS).join(", ")}, optionally @K=V+K=V)`);
+  return {
+    name: spec.trim(),
+    ...arm,
+    env: Object.fromEntries(
+      (extra ?? "")
+        .split("+")
+        .filter((kv) => kv.includes("="))
+        .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+    ),
+  };
+});
 
 const log = (m: string): void => void process.stderr.write(`${m}\n`);
 const envList = (s: string | undefined): Record<string, string> =>
@@ -90,7 +106,16 @@ const CLASSES: readonly TraceModel[] = [
   { id: "short", task: "embed", maxTokens: 256, medianTokens: 16, sigma: 0, itemsMin: 1, itemsMax: 1 },
   { id: "long", task: "embed", maxTokens: 248, medianTokens: 224, sigma: 0.08, itemsMin: 8, itemsMax: 8 },
 ];
-const TRACE_SHAPE = { zipfS: 2, fanOutMin: 1, fanOutMax: 1, burstFactor: 4, calmMeanMs: 1_600, burstMeanMs: 400, models: CLASSES } as const;
+// Sojourns are in profile time: dilated with the device, so a burst spans the same work.
+const TRACE_SHAPE = {
+  zipfS: 2,
+  fanOutMin: 1,
+  fanOutMax: 1,
+  burstFactor: 4,
+  calmMeanMs: 1_600 * DILATION,
+  burstMeanMs: 400 * DILATION,
+  models: CLASSES,
+} as const;
 
 function makeTrace(requestsPerSecond: number) {
   const requests = Math.ceil(requestsPerSecond * (WARMUP + SECONDS) * 1.3) + 50;
@@ -102,10 +127,22 @@ const shapeOf = (j: { model: number; tokens: readonly number[] }): JobShape => (
 // rate-1 trace (the mix does not depend on the rate), then check the realised load.
 const probe = makeTrace(20);
 const meanCost = probe.reduce((s, j) => s + unbatchedCostMs(PROFILE, shapeOf(j), DILATION), 0) / probe.length;
+const offeredIn = (jobs: readonly { arrivalMs: number; model: number; tokens: readonly number[] }[]): number =>
+  jobs.filter((j) => j.arrivalMs >= WARMUP * 1000).reduce((s, j) => s + unbatchedCostMs(PROFILE, shapeOf(j), DILATION), 0) / (DEVICES * SECONDS * 1000);
+// A short window's bursts may offer more or less than the long-run mean: stretch or squeeze the
+// trace's clock so the measured window offers the target load (same jobs, same order).
 const RATE = (LOAD * DEVICES * 1000) / meanCost;
-const trace = makeTrace(RATE);
+const raw = generateTrace({ seed: SEED, requests: Math.ceil(RATE * 3 * (WARMUP + SECONDS)) + 50, requestsPerSecond: RATE * 1.5, ...TRACE_SHAPE }).jobs;
+let stretch = 1.5;
+let trace: typeof raw = raw;
+for (let pass = 0; pass < 8; pass++) {
+  trace = raw.map((j) => ({ ...j, arrivalMs: j.arrivalMs * stretch })).filter((j) => j.arrivalMs < (WARMUP + SECONDS) * 1000);
+  const off = offeredIn(trace);
+  if (Math.abs(off / LOAD - 1) < 0.01) break;
+  stretch *= off / LOAD;
+}
 const windowJobs = trace.filter((j) => j.arrivalMs >= WARMUP * 1000);
-const realised = windowJobs.reduce((s, j) => s + unbatchedCostMs(PROFILE, shapeOf(j), DILATION), 0) / (DEVICES * SECONDS * 1000);
+const realised = offeredIn(trace);
 const burstJobs = windowJobs.filter((j) => j.burst);
 /** Arrival rate in a burst ÷ long-run mean rate. */
 const BURST_OVER_MEAN =
@@ -148,8 +185,10 @@ async function runArm(arm: Arm, texts: Map<number, string>): Promise<ArmResult> 
       SHOAL_INFERENCE_THREADS: "1",
       SHOAL_SIM_LOG_CALLS: "true",
       ...envList(process.env[arm.intake === "share" ? "BENCH_SHARE_ENV" : "BENCH_GROUP_ENV"]),
+      ...arm.env,
     },
   });
+  current = cluster;
   try {
     const metricsUrls = await Promise.all(
       cluster.workers.map(async (w) => `http://127.0.0.1:${String((await w.waitForLog((l) => l.msg === "worker pulling jobs"))["httpPort"])}/metrics`),
@@ -242,10 +281,21 @@ async function runArm(arm: Arm, texts: Map<number, string>): Promise<ArmResult> 
     return { arm, figures, busy, failed, sendLagP99: percentile(sendLags, 99), lag };
   } finally {
     await cluster.stop();
+    current = undefined;
   }
 }
 
 let broker: ScratchBroker | undefined;
+// Interrupted: stop what this run started (its cluster, its scratch broker), nothing else.
+let current: TestCluster | undefined;
+for (const sig of ["SIGINT", "SIGTERM"] as const) {
+  process.once(sig, () => {
+    log(`${sig}: stopping this run's cluster and broker`);
+    void Promise.allSettled([current?.stop()])
+      .then(() => broker?.stop())
+      .finally(() => process.exit(130));
+  });
+}
 if (!process.env["KAFKA_BROKERS"]) {
   broker = await startScratchBroker();
   process.env["KAFKA_BROKERS"] = broker.brokers;
@@ -254,7 +304,7 @@ if (!process.env["KAFKA_BROKERS"]) {
 try {
   log(
     `workload: seed ${SEED}, ${trace.length} jobs over ${WARMUP + SECONDS} s (${windowJobs.length} measured), ` +
-      `${((trace.filter((j) => j.model === 0).length / trace.length) * 100).toFixed(0)}% short; mean rate ${RATE.toFixed(1)} jobs/s, ` +
+      `${((trace.filter((j) => j.model === 0).length / trace.length) * 100).toFixed(0)}% short; mean rate ${(trace.length / (WARMUP + SECONDS)).toFixed(1)} jobs/s, ` +
       `offered load ${realised.toFixed(2)} of ${DEVICES} devices (target ${LOAD}); bursts ${((burstJobs.length / Math.max(1, windowJobs.length)) * 100).toFixed(0)}% of jobs at ${TRACE_SHAPE.burstFactor}x the calm rate; ` +
       `unbatched short ${shortCost.toFixed(1)} ms, long ${longCost.toFixed(0)} ms (simulated:${PROFILE.id} x${DILATION})`,
   );
@@ -266,14 +316,16 @@ try {
   if (!texts.has(16)) texts.set(16, textOfTokens(tokenizer, 16, rand).text);
 
   const results: ArmResult[] = [];
-  for (const name of armNames) results.push(await runArm(ARMS[name]!, texts));
+  for (const arm of arms) results.push(await runArm(arm, texts));
 
   const refusals = results.flatMap((r) => r.lag.flatMap((l, i) => (l.verdict ? [`${r.arm.name} worker ${i}: ${l.verdict}`] : [])));
   if (refusals.length > 0) {
     console.log(`\nREFUSED: the event loop, not the profile, shaped these latencies (limit --max-lag ${MAX_LAG}):\n${refusals.join("\n")}`);
     process.exitCode = 3;
   } else {
-    const share = results.find((r) => r.arm.intake === "share");
+    const shares = results.filter((r) => r.arm.intake === "share");
+    const groups = results.filter((r) => r.arm.intake === "group");
+    const pairs = shares.flatMap((s) => groups.map((g) => [s, g] as const));
     const pct = (x: number): string => `${(x * 100).toFixed(1)}%`;
     const rows: [string, (r: ArmResult) => number, (x: number) => string][] = [
       ["short p50 ms", (r) => r.figures.shortP50, (x) => x.toFixed(1)],
@@ -290,45 +342,17 @@ try {
       ["share of all waiting done beside an idle worker", (r) => r.figures.idleOverlapShareOfWait, pct],
       ["time with some worker idle", (r) => r.figures.someIdleFraction, pct],
     ];
-    const head = `| figure | ${results.map((r) => r.arm.name).join(" | ")} |${results
-      .filter((r) => r !== share && share)
-      .map((r) => ` share ÷ ${r.arm.name} |`)
-      .join("")}`;
-    const sep = `|---|${results.map(() => "---:|").join("")}${results
-      .filter((r) => r !== share && share)
-      .map(() => "---:|")
-      .join("")}`;
+    const head = `| figure | ${results.map((r) => r.arm.name).join(" | ")} |${pairs.map(([a, b]) => ` ${a.arm.name} ÷ ${b.arm.name} |`).join("")}`;
+    const sep = `|---|${results.map(() => "---:|").join("")}${pairs.map(() => "---:|").join("")}`;
+    const blank = pairs.map(() => " |").join("");
     const lines = rows.map(([label, get, fmt]) => {
-      const cells = results.map((r) => fmt(get(r)));
-      const ratios = share
-        ? results.filter((r) => r !== share).map((r) => (get(r) === 0 ? (get(share) === 0 ? "—" : "∞") : (get(share) / get(r)).toFixed(2)))
-        : [];
-      return `| ${label} | ${cells.join(" | ")} |${ratios.map((x) => ` ${x} |`).join("")}`;
+      const ratios = pairs.map(([a, b]) => (get(b) === 0 ? (get(a) === 0 ? "—" : "∞") : (get(a) / get(b)).toFixed(2)));
+      return `| ${label} | ${results.map((r) => fmt(get(r))).join(" | ")} |${ratios.map((x) => ` ${x} |`).join("")}`;
     });
-    lines.push(
-      `| busy fraction per worker | ${results.map((r) => r.busy.map((b) => b.toFixed(2)).join(" / ")).join(" | ")} |${results
-        .filter((r) => r !== share && share)
-        .map(() => " |")
-        .join("")}`,
-    );
-    lines.push(
-      `| failed calls | ${results.map((r) => String(r.failed)).join(" | ")} |${results
-        .filter((r) => r !== share && share)
-        .map(() => " |")
-        .join("")}`,
-    );
-    lines.push(
-      `| timer lag, worst worker (Σ lag ÷ Σ planned) | ${results.map((r) => pct(Math.max(...r.lag.map((l) => l.ratio)))).join(" | ")} |${results
-        .filter((r) => r !== share && share)
-        .map(() => " |")
-        .join("")}`,
-    );
-    lines.push(
-      `| client send lag p99 ms | ${results.map((r) => r.sendLagP99.toFixed(1)).join(" | ")} |${results
-        .filter((r) => r !== share && share)
-        .map(() => " |")
-        .join("")}`,
-    );
+    lines.push(`| busy fraction per worker | ${results.map((r) => r.busy.map((b) => b.toFixed(2)).join(" / ")).join(" | ")} |${blank}`);
+    lines.push(`| failed calls | ${results.map((r) => String(r.failed)).join(" | ")} |${blank}`);
+    lines.push(`| timer lag, worst worker (Σ lag ÷ Σ planned) | ${results.map((r) => pct(Math.max(...r.lag.map((l) => l.ratio)))).join(" | ")} |${blank}`);
+    lines.push(`| client send lag p99 ms | ${results.map((r) => r.sendLagP99.toFixed(1)).join(" | ")} |${blank}`);
     console.log(`
 Shoal intake benchmark — seed ${SEED}, ${WORKERS} workers on simulated:${PROFILE.id} x${DILATION} (1 inference thread), 1 gateway, 1 broker;
 ${SECONDS} s measured per arm after ${WARMUP} s warm-up; ${windowJobs.length} jobs measured, offered load ${realised.toFixed(2)} (target ${LOAD}),
