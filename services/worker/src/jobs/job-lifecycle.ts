@@ -30,12 +30,18 @@ export interface JobLifecycleDeps {
   /** Most jobs held at once (taken and not settled). */
   readonly maxInFlight: number;
   /**
-   * When set, {@link JobLifecycle.room} also keeps the estimated tokens of jobs taken but not yet
-   * computing under this: the worker asks for work only as fast as it can start it, so a shared
-   * queue keeps the rest for idle workers. Unset: room is only `maxInFlight` (a consumer group,
-   * which owns its partitions' jobs whatever it holds).
+   * When set, {@link JobLifecycle.room} also keeps the estimated tokens of the jobs in hand —
+   * computing or waiting to — under this: a busy worker asks for more only while what it holds is
+   * small, so a shared queue keeps the rest for the first worker that frees up instead of queueing
+   * it behind a long run here. Unset: room is only `maxInFlight` (a consumer group, which owns its
+   * partitions' jobs whatever it holds).
    */
   readonly prefetchTokens?: number;
+  /**
+   * With a prefetch budget: estimated tokens a worker holding nothing takes at once (a batch's
+   * worth, so batches still form from a backlog). Default: `prefetchTokens`.
+   */
+  readonly idleTakeTokens?: number;
   /**
    * Deliveries after which a job is no longer run but dead-lettered (a job that kept its worker
    * from answering: crashes, lost locks). Unset: no limit (the intake cannot count deliveries).
@@ -95,6 +101,8 @@ interface InFlight {
   lease?: Lease<JobRunner>;
   /** Estimated tokens while the job waits to compute; 0 once its first batch started. */
   waitingTokens: number;
+  /** Estimated tokens until the job is settled (computing or not). */
+  heldTokens: number;
 }
 
 const sourceOf = (d: Delivery): string => `${d.topic}/${d.partition}@${d.offset}`;
@@ -116,6 +124,8 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   let waitingForLoad = 0;
   /** Estimated tokens of jobs in hand that have not started computing. */
   let waitingTokens = 0;
+  /** Estimated tokens of all jobs in hand, computing or not. */
+  let heldTokens = 0;
   /** Running mean of a job's estimated tokens, to turn free tokens into a job count. */
   let meanJobTokens = 64;
 
@@ -128,6 +138,8 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     const entry = inFlight.get(keyOf(envelope));
     if (!entry) return;
     started(entry);
+    heldTokens -= entry.heldTokens;
+    entry.heldTokens = 0;
     inFlight.delete(keyOf(envelope));
     entry.trace.end(traceStatus, failed);
     for (const d of entry.deliveries) d.settle(outcome);
@@ -257,7 +269,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       return;
     }
     const trace = new JobTrace(delivery, envelope.jobId, envelope.model, deps.groupId, deps.workerId);
-    const entry: InFlight = { deliveries: [delivery], trace, source: sourceOf(delivery), waitingTokens: 0 };
+    const entry: InFlight = { deliveries: [delivery], trace, source: sourceOf(delivery), waitingTokens: 0, heldTokens: 0 };
     trace.onStarted(() => started(entry));
     inFlight.set(keyOf(envelope), entry);
     const skip = skipReason(envelope, "before the job was pulled");
@@ -269,6 +281,8 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     }
     entry.waitingTokens = estimateJobTokens(envelope, model.spec.maxSequenceLength);
     waitingTokens += entry.waitingTokens;
+    entry.heldTokens = entry.waitingTokens;
+    heldTokens += entry.heldTokens;
     meanJobTokens += (entry.waitingTokens - meanJobTokens) / 16;
     const lease = deps.fleet.tryAcquire(model.id);
     if (lease) return run(envelope, entry, lease);
@@ -303,9 +317,11 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     room() {
       const slots = Math.max(0, deps.maxInFlight - inFlight.size);
       if (deps.prefetchTokens === undefined || slots === 0) return slots;
-      const free = deps.prefetchTokens - waitingTokens;
-      // With nothing waiting, one job is always taken, however large.
-      if (waitingTokens > 0 && free <= 0) return 0;
+      // Holding nothing: a batch's worth (at least one job, however large).
+      if (inFlight.size === 0) return Math.min(slots, Math.max(1, Math.floor((deps.idleTakeTokens ?? deps.prefetchTokens) / meanJobTokens)));
+      // Busy: more only while the work in hand, running included, is under the budget.
+      const free = deps.prefetchTokens - heldTokens;
+      if (free <= 0) return 0;
       return Math.min(slots, Math.max(1, Math.floor(free / meanJobTokens)));
     },
     get size() {
