@@ -8,16 +8,19 @@
  * arriving from a calm/burst Markov-modulated process (services/sim's trace generator).
  * Prints, per arm and as ratios share ÷ group: short/long p50/p99, throughput, per-worker busy
  * fraction (inference seconds from each worker's /metrics), and jobs that waited while some
- * worker was idle. Refuses the run when the simulated devices' timers overshot too much.
+ * worker was idle (each device logs its runs, SHOAL_SIM_LOG_CALLS; see intake-analysis.ts). Refuses the run when the simulated devices' timers overshot too much.
  * Asserts nothing and gates nothing: a benchmark, not a test.
  *
- *   npm run bench:intake                       # share, group4, group8; 40 s each after 5 s warm-up
- *   npm run bench:intake -- --quick            # share, group4; 6 s each after 2 s warm-up
- *   npm run bench:intake -- --seed 2 --load 0.7 --arms share,group4 --seconds 30
+ *   npm run bench:intake                       # share, group4, group8; 40 s each after 6 s warm-up (~4 min)
+ *   npm run bench:intake -- --quick            # share, group4; 6 s each after 2 s warm-up (~1.5 min)
+ *   npm run bench:intake -- --seed 2 --load 0.7 --arms share,share@SHOAL_PREFETCH_TOKENS=2048,group4
  *
- * Options: --seed N (1), --seconds N (40), --warmup N (5), --load ρ (0.65: mean offered work ÷
- * capacity of the 4 devices), --profile (cpu-minilm), --dilation (1), --arms (share,group4,group8),
- * --max-lag f (0.05: refuse when a device's timers overshot by more than f of the planned time).
+ * Options: --seed N (1), --seconds N (40), --warmup N (6), --load ρ (0.65: mean offered work ÷
+ * capacity of the 4 devices), --profile (cpu-minilm), --dilation (3: a short job 10 ms, a long one
+ * 820 ms, so timer lag on a shared 2-core machine stays small), --arms (share,group4,group8; an arm
+ * may carry worker env: `share@K=V+K=V`), --max-lag f (0.05: refuse the run when a device's timers
+ * overshot by more than f of its planned service time in total; lagVerdict).
+ * Env BENCH_DUMP=prefix writes each arm's answers and device runs to `prefix-<arm>.json`.
  * Env: KAFKA_BROKERS (default: a scratch broker); BENCH_SHARE_ENV / BENCH_GROUP_ENV: extra worker
  * env for one kind of arm, `K=V,K=V` (e.g. BENCH_SHARE_ENV=SHOAL_PREFETCH_TOKENS=256).
  */
@@ -44,7 +47,7 @@ const { values: args } = parseArgs({
     warmup: { type: "string" },
     load: { type: "string", default: "0.65" },
     profile: { type: "string", default: "cpu-minilm" },
-    dilation: { type: "string", default: "1" },
+    dilation: { type: "string", default: "3" },
     arms: { type: "string" },
     "max-lag": { type: "string", default: "0.05" },
   },
@@ -52,7 +55,7 @@ const { values: args } = parseArgs({
 const QUICK = args.quick;
 const SEED = Number(args.seed);
 const SECONDS = Number(args.seconds ?? (QUICK ? 6 : 40));
-const WARMUP = Number(args.warmup ?? (QUICK ? 2 : 5));
+const WARMUP = Number(args.warmup ?? (QUICK ? 2 : 6));
 const LOAD = Number(args.load);
 const PROFILE = simProfile(args.profile);
 const DILATION = Number(args.dilation);

@@ -86,6 +86,8 @@ export interface WorkerConfig {
    * holding nothing takes a batch's worth (threads × batch tokens).
    */
   readonly prefetchTokens: number;
+  /** Share intake: estimated tokens a worker holding nothing takes at once (a batch's worth per thread). */
+  readonly idleTakeTokens: number;
   readonly sessionTimeoutMs: number;
   readonly heartbeatIntervalMs: number;
   /** On SIGTERM: how long in-flight batches may take before the worker exits anyway. */
@@ -152,6 +154,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     // look-ahead (bench:intake: 2048 let a worker running a long batch take jobs an idle one could
     // have started at once).
     prefetchTokens: r.int("SHOAL_PREFETCH_TOKENS", (inferenceThreads - 1) * batchMaxTokens + DEFAULT_PREFETCH_LOOKAHEAD_TOKENS, { min: 1 }),
+    idleTakeTokens: r.int("SHOAL_IDLE_TAKE_TOKENS", inferenceThreads * batchMaxTokens, { min: 1 }),
     sessionTimeoutMs,
     heartbeatIntervalMs,
     drainGraceMs: r.int("SHOAL_DRAIN_GRACE_MS", 20_000, { min: 0 }),
