@@ -101,7 +101,7 @@ interface InFlight {
   lease?: Lease<JobRunner>;
   /** Estimated tokens while the job waits to compute; 0 once its first batch started. */
   waitingTokens: number;
-  /** Estimated tokens until the job is settled (computing or not). */
+  /** Estimated tokens until the job is computed (waiting or computing). */
   heldTokens: number;
 }
 
@@ -124,7 +124,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   let waitingForLoad = 0;
   /** Estimated tokens of jobs in hand that have not started computing. */
   let waitingTokens = 0;
-  /** Estimated tokens of all jobs in hand, computing or not. */
+  /** Estimated tokens of the jobs in hand not yet computed (waiting or computing). */
   let heldTokens = 0;
   /** Running mean of a job's estimated tokens, to turn free tokens into a job count. */
   let meanJobTokens = 64;
@@ -235,7 +235,18 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
 
   function run(envelope: JobEnvelope, entry: InFlight, lease: Lease<JobRunner>): void {
     entry.lease = lease;
-    lease.resource.submit(envelope, entry.trace, (result) => finish(envelope, result), deps.monotonicNow());
+    lease.resource.submit(
+      envelope,
+      entry.trace,
+      (result) => {
+        // Computed: the device is free of it, so it no longer counts against the prefetch budget
+        // while its answer is produced and acknowledged.
+        heldTokens -= entry.heldTokens;
+        entry.heldTokens = 0;
+        finish(envelope, result);
+      },
+      deps.monotonicNow(),
+    );
   }
 
   /** Not a job at all: kept on the dead-letter topic for an operator; nobody can be answered. */
@@ -317,8 +328,8 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     room() {
       const slots = Math.max(0, deps.maxInFlight - inFlight.size);
       if (deps.prefetchTokens === undefined || slots === 0) return slots;
-      // Holding nothing: a batch's worth (at least one job, however large).
-      if (inFlight.size === 0) return Math.min(slots, Math.max(1, Math.floor((deps.idleTakeTokens ?? deps.prefetchTokens) / meanJobTokens)));
+      // Nothing computing or waiting (answers may still be on their way): a batch's worth (at least one job, however large).
+      if (heldTokens === 0) return Math.min(slots, Math.max(1, Math.floor((deps.idleTakeTokens ?? deps.prefetchTokens) / meanJobTokens)));
       // Busy: more only while the work in hand, running included, is under the budget.
       const free = deps.prefetchTokens - heldTokens;
       if (free <= 0) return 0;
