@@ -47,8 +47,8 @@ describe("share-group intake: one shared queue for a pool's workers", () => {
   });
 
   test("four workers on a one-partition pool all run jobs of one burst; none hoards it", async () => {
-    // A small prefetch: each worker asks for about one job ahead of what it is running.
-    const cluster = await startCluster({ workers: 4, presets: ["mini"], intake: "share", partitions: 1, workerEnv: { SHOAL_PREFETCH_TOKENS: "64" } });
+    // A small prefetch: each worker takes about one job when idle and one ahead of what it is running.
+    const cluster = await startCluster({ workers: 4, presets: ["mini"], intake: "share", partitions: 1, workerEnv: { SHOAL_PREFETCH_TOKENS: "64", SHOAL_IDLE_TAKE_TOKENS: "64" } });
     cleanup.push(() => cluster.stop());
     // One burst, all in flight at once: the gateway writes it in a handful of producer batches.
     const outcomes = await Promise.all(Array.from({ length: 48 }, (_, i) => embed(cluster, sentence(i))));

@@ -74,6 +74,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     get prefetchTokens() {
       return shareIntake ? config.prefetchTokens : undefined;
     },
+    idleTakeTokens: config.idleTakeTokens,
     get maxDeliveries() {
       return shareIntake ? config.shareDeliveryLimit - 1 : undefined;
     },

@@ -9,7 +9,13 @@ import { simProfileIds } from "./runtime/simulated/profile.ts";
  */
 export type RuntimeChoice =
   | { readonly kind: "onnx" }
-  | { readonly kind: "simulated"; readonly profile: string; readonly dilation: number };
+  | {
+      readonly kind: "simulated";
+      readonly profile: string;
+      readonly dilation: number;
+      /** `SHOAL_SIM_LOG_CALLS`: log every device run (start, duration) for benchmarks that rebuild busy time. */
+      readonly logCalls?: boolean;
+    };
 
 /** The worker's whole configuration, validated once at start. */
 export interface WorkerConfig {
@@ -79,10 +85,13 @@ export interface WorkerConfig {
   /** Share intake: deliveries of one job before it is given up (dead-lettered). */
   readonly shareDeliveryLimit: number;
   /**
-   * Share intake: estimated tokens of jobs taken but not yet computing that this worker may hold.
-   * It asks the queue for more only below this, so it never hoards jobs an idle worker could run.
+   * Share intake: estimated tokens of the jobs in hand (computing or waiting) under which a busy
+   * worker asks the queue for more, so it never hoards jobs an idle worker could run; a worker
+   * holding nothing takes a batch's worth (threads × batch tokens).
    */
   readonly prefetchTokens: number;
+  /** Share intake: estimated tokens a worker holding nothing takes at once (a batch's worth per thread). */
+  readonly idleTakeTokens: number;
   readonly sessionTimeoutMs: number;
   readonly heartbeatIntervalMs: number;
   /** On SIGTERM: how long in-flight batches may take before the worker exits anyway. */
@@ -148,7 +157,11 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     intake: r.optionalString("SHOAL_INTAKE") === undefined ? undefined : r.oneOf("SHOAL_INTAKE", INTAKE_KINDS, "share"),
     shareLockMs: r.int("SHOAL_SHARE_LOCK_MS", 10_000, { min: 1_000, max: 3_600_000 }),
     shareDeliveryLimit: r.int("SHOAL_SHARE_DELIVERY_LIMIT", 5, { min: 2, max: 10 }),
-    prefetchTokens: r.int("SHOAL_PREFETCH_TOKENS", inferenceThreads * batchMaxTokens, { min: 1 }),
+    // Work in hand under which a busy worker takes more: the other threads' batches plus a short
+    // look-ahead (bench:intake: 2048 let a worker running a long batch take jobs an idle one could
+    // have started at once).
+    prefetchTokens: r.int("SHOAL_PREFETCH_TOKENS", (inferenceThreads - 1) * batchMaxTokens + DEFAULT_PREFETCH_LOOKAHEAD_TOKENS, { min: 1 }),
+    idleTakeTokens: r.int("SHOAL_IDLE_TAKE_TOKENS", inferenceThreads * batchMaxTokens, { min: 1 }),
     sessionTimeoutMs,
     heartbeatIntervalMs,
     drainGraceMs: r.int("SHOAL_DRAIN_GRACE_MS", 20_000, { min: 0 }),
@@ -157,7 +170,10 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
   });
 }
 
-/** `SHOAL_RUNTIME` and `SHOAL_SIM_DILATION` (a positive number; only with a simulated runtime). */
+/** Default look-ahead of a busy share-intake worker with one thread: a few short jobs, never a long batch. */
+export const DEFAULT_PREFETCH_LOOKAHEAD_TOKENS = 256;
+
+/** `SHOAL_RUNTIME`, `SHOAL_SIM_DILATION` (a positive number) and `SHOAL_SIM_LOG_CALLS` (only with a simulated runtime). */
 function readRuntime(r: EnvReader): RuntimeChoice {
   const raw = r.string("SHOAL_RUNTIME", "onnx");
   const dilationText = r.optionalString("SHOAL_SIM_DILATION");
@@ -172,5 +188,6 @@ function readRuntime(r: EnvReader): RuntimeChoice {
     r.problem(`SHOAL_RUNTIME=${raw}: expected onnx or simulated:<profile> with a profile of ${simProfileIds.join(", ")}`);
     return { kind: "onnx" };
   }
-  return { kind: "simulated", profile, dilation };
+  const logCalls = r.bool("SHOAL_SIM_LOG_CALLS", false);
+  return logCalls ? { kind: "simulated", profile, dilation, logCalls } : { kind: "simulated", profile, dilation };
 }

@@ -154,7 +154,9 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
         continue;
       }
       if (members.every((m) => handler!.room(m.lane) <= 0)) {
-        await sleep(50);
+        // Room comes back when a job's computation ends, before its settlement wakes this loop:
+        // look again soon (bench:intake: a 50 ms nap left devices idle beside a backlog).
+        await sleep(5);
         continue;
       }
       let tookLater = 0;

@@ -288,6 +288,39 @@ describe("job lifecycle", () => {
     assert.equal(h.jobs.room(), 0, "120 estimated tokens wait: over the budget of 100");
   });
 
+  test("with a prefetch budget, a job counts until it is settled, not only until it starts: a worker running a long job takes nothing more", async () => {
+    const traces: Array<{ batchStarted(atMs: number): void }> = [];
+    const finishers: Array<() => void> = [];
+    const h = harnessWith({
+      prefetchTokens: 100,
+      idleTakeTokens: 1_000,
+      fleet: {
+        tryAcquire: (model) => ({
+          model,
+          resource: {
+            submit(env, trace, onFinish) {
+              traces.push(trace);
+              finishers.push(() => onFinish(create(JobResultSchema, { jobId: env.jobId, status: JobStatus.OK, attempt: env.attempt })));
+            },
+          },
+          release: () => undefined,
+        }),
+        acquire: () => Promise.reject(new Error("not used")),
+      },
+    });
+    assert.equal(h.jobs.room(), 4, "holding nothing: a batch's worth (1,000 tokens of ~64-token jobs, capped by maxInFlight)");
+    // ~120 estimated tokens: over the budget of 100 by itself.
+    h.jobs.deliver(delivery(envelope({ jobId: "long", text: "x".repeat(472) })));
+    assert.equal(h.jobs.room(), 0);
+    traces[0]!.batchStarted(performance.now());
+    assert.equal(h.jobs.room(), 0, "still 0 while it computes: an idle worker should take the next job");
+    finishers[0]!();
+    await tick();
+    for (const p of h.produced) p.landed.resolve();
+    await tick();
+    assert.ok(h.jobs.room() >= 1, "settled: room again");
+  });
+
   test("a job delivered as often as the limit allows is dead-lettered with its reason, not run", async () => {
     const h = harnessWith({ maxDeliveries: 4 });
     const d = { ...delivery(envelope()), deliveryCount: 4 };

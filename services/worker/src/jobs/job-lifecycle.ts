@@ -30,12 +30,18 @@ export interface JobLifecycleDeps {
   /** Most jobs held at once (taken and not settled). */
   readonly maxInFlight: number;
   /**
-   * When set, {@link JobLifecycle.room} also keeps the estimated tokens of jobs taken but not yet
-   * computing under this: the worker asks for work only as fast as it can start it, so a shared
-   * queue keeps the rest for idle workers. Unset: room is only `maxInFlight` (a consumer group,
-   * which owns its partitions' jobs whatever it holds).
+   * When set, {@link JobLifecycle.room} also keeps the estimated tokens of the jobs in hand —
+   * computing or waiting to — under this: a busy worker asks for more only while what it holds is
+   * small, so a shared queue keeps the rest for the first worker that frees up instead of queueing
+   * it behind a long run here. Unset: room is only `maxInFlight` (a consumer group, which owns its
+   * partitions' jobs whatever it holds).
    */
   readonly prefetchTokens?: number;
+  /**
+   * With a prefetch budget: estimated tokens a worker holding nothing takes at once (a batch's
+   * worth, so batches still form from a backlog). Default: `prefetchTokens`.
+   */
+  readonly idleTakeTokens?: number;
   /**
    * Deliveries after which a job is no longer run but dead-lettered (a job that kept its worker
    * from answering: crashes, lost locks). Unset: no limit (the intake cannot count deliveries).
@@ -95,6 +101,8 @@ interface InFlight {
   lease?: Lease<JobRunner>;
   /** Estimated tokens while the job waits to compute; 0 once its first batch started. */
   waitingTokens: number;
+  /** Estimated tokens until the job is computed (waiting or computing). */
+  heldTokens: number;
   readonly lane: LaneName;
 }
 
@@ -115,13 +123,13 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   let draining = false;
   let abandoned = false;
   let waitingForLoad = 0;
-  /** Estimated tokens of jobs in hand that have not started computing, per lane. */
-  const waitingTokens: Record<LaneName, number> = { interactive: 0, batch: 0 };
+  /** Estimated tokens of the jobs in hand not yet computed (waiting or computing). */
+  /** Per lane: a batch-lane backlog never holds back interactive jobs (the compute gate serves those first). */
+  const heldTokens: Record<LaneName, number> = { interactive: 0, batch: 0 };
   /** Running mean of a job's estimated tokens, to turn free tokens into a job count. */
   let meanJobTokens = 64;
 
   function started(entry: InFlight): void {
-    waitingTokens[entry.lane] -= entry.waitingTokens;
     entry.waitingTokens = 0;
   }
 
@@ -129,6 +137,8 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     const entry = inFlight.get(keyOf(envelope));
     if (!entry) return;
     started(entry);
+    heldTokens[entry.lane] -= entry.heldTokens;
+    entry.heldTokens = 0;
     inFlight.delete(keyOf(envelope));
     entry.trace.end(traceStatus, failed);
     for (const d of entry.deliveries) d.settle(outcome);
@@ -224,7 +234,18 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
 
   function run(envelope: JobEnvelope, entry: InFlight, lease: Lease<JobRunner>): void {
     entry.lease = lease;
-    lease.resource.submit(envelope, entry.trace, (result) => finish(envelope, result), deps.monotonicNow());
+    lease.resource.submit(
+      envelope,
+      entry.trace,
+      (result) => {
+        // Computed: the device is free of it, so it no longer counts against the prefetch budget
+        // while its answer is produced and acknowledged.
+        heldTokens[entry.lane] -= entry.heldTokens;
+        entry.heldTokens = 0;
+        finish(envelope, result);
+      },
+      deps.monotonicNow(),
+    );
   }
 
   /** Not a job at all: kept on the dead-letter topic for an operator; nobody can be answered. */
@@ -258,7 +279,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       return;
     }
     const trace = new JobTrace(delivery, envelope.jobId, envelope.model, deps.groupId, deps.workerId);
-    const entry: InFlight = { deliveries: [delivery], trace, source: sourceOf(delivery), waitingTokens: 0, lane: laneName(servedLane(envelope.lane)) };
+    const entry: InFlight = { deliveries: [delivery], trace, source: sourceOf(delivery), waitingTokens: 0, heldTokens: 0, lane: laneName(servedLane(envelope.lane)) };
     trace.onStarted(() => started(entry));
     inFlight.set(keyOf(envelope), entry);
     const skip = skipReason(envelope, "before the job was pulled");
@@ -269,7 +290,8 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       return void deadLetter(envelope, entry, `delivered ${delivery.deliveryCount} times without an answer (its worker crashed or lost the job's lock each time)`);
     }
     entry.waitingTokens = estimateJobTokens(envelope, model.spec.maxSequenceLength);
-    waitingTokens[entry.lane] += entry.waitingTokens;
+    entry.heldTokens = entry.waitingTokens;
+    heldTokens[entry.lane] += entry.heldTokens;
     meanJobTokens += (entry.waitingTokens - meanJobTokens) / 16;
     const lease = deps.fleet.tryAcquire(model.id);
     if (lease) return run(envelope, entry, lease);
@@ -304,11 +326,12 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     room(lane) {
       const slots = Math.max(0, deps.maxInFlight - inFlight.size);
       if (deps.prefetchTokens === undefined || slots === 0) return slots;
-      // Batch-lane jobs waiting never hold back interactive ones (the compute gate serves those first).
-      const waiting = lane === "interactive" ? waitingTokens.interactive : waitingTokens.interactive + waitingTokens.batch;
-      const free = deps.prefetchTokens - waiting;
-      // With nothing waiting, one job is always taken, however large.
-      if (waiting > 0 && free <= 0) return 0;
+      const all = heldTokens.interactive + heldTokens.batch;
+      // Nothing computing or waiting (answers may still be on their way): a batch's worth (at least one job, however large).
+      if (all === 0) return Math.min(slots, Math.max(1, Math.floor((deps.idleTakeTokens ?? deps.prefetchTokens) / meanJobTokens)));
+      // Busy: more only while the work in hand, running included, is under the budget.
+      const free = deps.prefetchTokens - (lane === "interactive" ? heldTokens.interactive : all);
+      if (free <= 0) return 0;
       return Math.min(slots, Math.max(1, Math.floor(free / meanJobTokens)));
     },
     get size() {

@@ -59,7 +59,15 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
   // calls at once across all models, interactive ones included.
   const sessions = config.inferenceThreads;
   const poolModels = [...catalog.models.values()].filter((m) => m.pool === config.pool);
-  const device = config.runtime.kind === "simulated" ? createSimulatedDevice({ profile: simProfile(config.runtime.profile), dilation: config.runtime.dilation }) : undefined;
+  const device =
+    config.runtime.kind === "simulated"
+      ? createSimulatedDevice({
+          profile: simProfile(config.runtime.profile),
+          dilation: config.runtime.dilation,
+          // Benchmarks (bench:intake) rebuild each device's busy intervals from these lines.
+          ...(config.runtime.logCalls ? { onRun: (startUnixMs: number, ms: number) => log.info({ startUnixMs, ms: Math.round(ms * 100) / 100 }, "simulated run") } : {}),
+        })
+      : undefined;
   metrics.runtimeInfo.set({ runtime: config.runtimeLabel }, 1);
   if (device !== undefined) {
     metrics.simulatedLag.watch(() => device.lag());

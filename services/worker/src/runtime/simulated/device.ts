@@ -66,6 +66,8 @@ export interface SimulatedDeviceOptions {
   readonly profile: SimProfile;
   /** >= 1 in practice: below 1 the timers' own granularity dominates short calls. */
   readonly dilation: number;
+  /** Called as each run (one `compute`) leaves the device: when it started (unix ms) and the wall ms it took. */
+  readonly onRun?: (startedUnixMs: number, tookMs: number) => void;
 }
 
 interface Pending {
@@ -110,8 +112,10 @@ export function createSimulatedDevice(opts: SimulatedDeviceOptions): SimulatedDe
     const job = queue.shift();
     if (job === undefined) return;
     running = true;
+    const startedUnixMs = Date.now();
     void timed(job.plannedMs).then((took) => {
       busyMs += took;
+      opts.onRun?.(startedUnixMs, took);
       running = false;
       job.resolve(took);
       next();
