@@ -94,9 +94,11 @@ describe("API keys: tenants, model lists, rate limits (real gateway, worker and 
     assert.equal((await clients(base, "grpc").health.check({})).status, Serving.SERVING);
     const reflection = createClient(ServerReflection, createGrpcTransport({ baseUrl: base }));
     const services: string[] = [];
-    for await (const res of reflection.serverReflectionInfo((async function* () {
-      yield { messageRequest: { case: "listServices" as const, value: "" } };
-    })())) {
+    for await (const res of reflection.serverReflectionInfo(
+      (async function* () {
+        yield { messageRequest: { case: "listServices" as const, value: "" } };
+      })(),
+    )) {
       if (res.messageResponse.case === "listServicesResponse") services.push(...res.messageResponse.value.service.map((s) => s.name));
     }
     assert.ok(services.includes(InferenceService.typeName));
@@ -113,10 +115,16 @@ describe("API keys: tenants, model lists, rate limits (real gateway, worker and 
     // Even a model that does not exist: a restricted key learns nothing about the catalog.
     assert.equal((await failure(acme.inference.embed({ model: "no-such-model", inputs: ["hi"] }))).code, Code.PermissionDenied);
     assert.equal((await failure(acme.models.getModel({ id: MODEL_B }))).code, Code.PermissionDenied);
-    assert.deepEqual((await acme.models.listModels({})).models.map((m) => m.id), [MODEL_A]);
+    assert.deepEqual(
+      (await acme.models.listModels({})).models.map((m) => m.id),
+      [MODEL_A],
+    );
     const all = await clients(base, "grpc", OPS).models.listModels({});
     assert.deepEqual(all.models.map((m) => m.id).sort(), [MODEL_A, MODEL_B]);
-    assert.ok(all.models.every((m) => m.defaultLane === Lane.BATCH), "the ops key's default lane");
+    assert.ok(
+      all.models.every((m) => m.defaultLane === Lane.BATCH),
+      "the ops key's default lane",
+    );
     // An unrestricted key still gets NotFound for an unknown model.
     assert.equal((await failure(clients(base, "grpc", OPS).inference.embed({ model: "no-such-model", inputs: ["hi"] }))).code, Code.NotFound);
   });
@@ -140,11 +148,20 @@ describe("API keys: tenants, model lists, rate limits (real gateway, worker and 
   });
 
   test("the OpenAI endpoint: 401 in OpenAI's error shape without a valid key; embeddings with one (official SDK)", async () => {
-    const raw = await fetch(`${base}/v1/embeddings`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: MODEL_A, input: "hi" }) });
+    const raw = await fetch(`${base}/v1/embeddings`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: MODEL_A, input: "hi" }),
+    });
     assert.equal(raw.status, 401);
     assert.equal(raw.headers.get("www-authenticate"), 'Bearer realm="shoal"');
     const body = (await raw.json()) as { error: { message: string; type: string; param: unknown; code: string } };
-    assert.deepEqual(body.error, { message: "missing API key: send 'authorization: Bearer <key>'", type: "authentication_error", param: null, code: "invalid_api_key" });
+    assert.deepEqual(body.error, {
+      message: "missing API key: send 'authorization: Bearer <key>'",
+      type: "authentication_error",
+      param: null,
+      code: "invalid_api_key",
+    });
 
     const wrong = new OpenAI({ baseURL: `${base}/v1`, apiKey: "sk-not-a-real-key-000000", maxRetries: 0 });
     await assert.rejects(wrong.embeddings.create({ model: MODEL_A, input: "hi" }), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
@@ -175,7 +192,8 @@ describe("API keys: tenants, model lists, rate limits (real gateway, worker and 
       await clients(base, "grpc", ACME).inference.embed({ model: MODEL_A, inputs: ["tenant acme"] });
       await clients(base, "connect", OPS).inference.embed({ model: MODEL_B, inputs: ["tenant ops, no lane named"] });
       const deadline = Date.now() + 30_000;
-      const find = (tenant: string) => seen.find((s) => s.envelope.tenant === tenant && s.envelope.task.case === "embed" && s.envelope.task.value.inputs[0]?.startsWith("tenant"));
+      const find = (tenant: string) =>
+        seen.find((s) => s.envelope.tenant === tenant && s.envelope.task.case === "embed" && s.envelope.task.value.inputs[0]?.startsWith("tenant"));
       while ((!find("acme") || !find("ops")) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
       assert.equal(find("acme")?.topic, jobsTopic(cluster.pool, Lane.INTERACTIVE));
       assert.equal(find("ops")?.topic, jobsTopic(cluster.pool, Lane.BATCH));

@@ -7,7 +7,6 @@ import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor, codeOf } from "./harness/clients.ts";
 
-
 describe("bad input gets a clear error with the right code; nothing crashes", () => {
   let cluster: TestCluster;
   let model: string;

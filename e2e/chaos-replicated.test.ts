@@ -54,7 +54,12 @@ describe("chaos on a replicated Kafka (3 brokers, RF 3, min ISR 2): a broker fai
     const model = cluster.modelIds[0]!;
     const topic = jobsTopic(cluster.pool, Lane.INTERACTIVE);
 
-    const kafka = new Kafka({ clientId: "chaos-replicated-test", brokers: kafkaCluster.brokers.split(","), logLevel: logLevel.NOTHING, connectionTimeout: 1_000 });
+    const kafka = new Kafka({
+      clientId: "chaos-replicated-test",
+      brokers: kafkaCluster.brokers.split(","),
+      logLevel: logLevel.NOTHING,
+      connectionTimeout: 1_000,
+    });
     const admin = kafka.admin();
     await admin.connect();
     cleanup.push(() => admin.disconnect());
@@ -70,7 +75,10 @@ describe("chaos on a replicated Kafka (3 brokers, RF 3, min ISR 2): a broker fai
     for (const t of [replyTopic, "__consumer_offsets"]) {
       for (const p of await partitionsOf(admin, t)) assert.equal(p.replicas.length, 3, `${t}-${p.partition} has 3 replicas`);
     }
-    const configs = await admin.describeConfigs({ resources: [{ type: kafkajs.ConfigResourceTypes.TOPIC, name: topic, configNames: ["min.insync.replicas"] }], includeSynonyms: false });
+    const configs = await admin.describeConfigs({
+      resources: [{ type: kafkajs.ConfigResourceTypes.TOPIC, name: topic, configNames: ["min.insync.replicas"] }],
+      includeSynonyms: false,
+    });
     const minIsr = configs.resources[0]?.configEntries.find((e) => e.configName === "min.insync.replicas")?.configValue;
     assert.equal(minIsr, "2", "acks=all needs 2 of the 3 replicas");
 
@@ -102,7 +110,8 @@ describe("chaos on a replicated Kafka (3 brokers, RF 3, min ISR 2): a broker fai
     const workerUrls = await Promise.all(
       cluster.workers.map(async (w) => `http://127.0.0.1:${String((await w.waitForLog((l) => l.msg === "worker pulling jobs"))["httpPort"])}`),
     );
-    const workerJobs = async (): Promise<number> => (await Promise.all(workerUrls.map((u) => scrape(`${u}/metrics`)))).reduce((n, m) => n + total(m, "shoal_worker_jobs_total"), 0);
+    const workerJobs = async (): Promise<number> =>
+      (await Promise.all(workerUrls.map((u) => scrape(`${u}/metrics`)))).reduce((n, m) => n + total(m, "shoal_worker_jobs_total"), 0);
     const workerJobs0 = await workerJobs();
 
     // Steady load: 8 loops, each sending its next request ~100 ms after the last answer, until told to stop.
@@ -197,10 +206,16 @@ describe("chaos on a replicated Kafka (3 brokers, RF 3, min ISR 2): a broker fai
     const recovered = outcomes.filter((o, i) => o.ok && retriedCalls.has(i) && o.doneAt >= killedAt).map((o) => o.doneAt - killedAt);
     const recoveryMs = recovered.length > 0 ? Math.min(...recovered) : -1;
     const worstMs = Math.max(...outcomes.map((o) => o.doneAt - o.sentAt));
-    const beforeKill = outcomes.filter((o) => o.ok && o.doneAt < killedAt).map((o) => o.doneAt - o.sentAt).sort((a, b) => a - b);
+    const beforeKill = outcomes
+      .filter((o) => o.ok && o.doneAt < killedAt)
+      .map((o) => o.doneAt - o.sentAt)
+      .sort((a, b) => a - b);
     const p50BeforeMs = beforeKill[Math.floor(beforeKill.length / 2)] ?? -1;
     // Longest time without any answer once the victim died (served throughout, or stalled?).
-    const answersAfterKill = outcomes.filter((o) => o.ok && o.doneAt >= killedAt).map((o) => o.doneAt).sort((a, b) => a - b);
+    const answersAfterKill = outcomes
+      .filter((o) => o.ok && o.doneAt >= killedAt)
+      .map((o) => o.doneAt)
+      .sort((a, b) => a - b);
     let longestGapMs = answersAfterKill.length > 0 ? answersAfterKill[0]! - killedAt : -1;
     for (let k = 1; k < answersAfterKill.length; k++) longestGapMs = Math.max(longestGapMs, answersAfterKill[k]! - answersAfterKill[k - 1]!);
     const gatewayMetrics1 = await scrape(`${cluster.urls[0]}/metrics`);

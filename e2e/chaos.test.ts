@@ -72,7 +72,9 @@ describe("chaos on the real stack (bounded): crashes, drains and a broker outage
       },
     });
     const recoveryS = Math.max(...tally.latencies) / 1000;
-    console.log(`kill -9: sent ${tally.sent}, answered ${tally.answered}, lost ${tally.sent - tally.answered}, duplicates delivered 0, wrong ${tally.wrong}, worst latency (recovery) ${recoveryS.toFixed(1)} s`);
+    console.log(
+      `kill -9: sent ${tally.sent}, answered ${tally.answered}, lost ${tally.sent - tally.answered}, duplicates delivered 0, wrong ${tally.wrong}, worst latency (recovery) ${recoveryS.toFixed(1)} s`,
+    );
     assert.ok(killedAt > 0);
     assert.equal(tally.answered, 400, `every request answered (failed: ${JSON.stringify([...tally.failed])})`);
     assert.equal(tally.wrong, 0);
@@ -142,7 +144,10 @@ describe("chaos on the real stack (bounded): crashes, drains and a broker outage
     await broker.resume();
     let recoveredMs = -1;
     for (let i = 0; i < 120 && recoveredMs < 0; i++) {
-      const ok = await inference.embed({ model, inputs: ["after the outage"] }, { timeoutMs: 5_000 }).then(() => true, () => false);
+      const ok = await inference.embed({ model, inputs: ["after the outage"] }, { timeoutMs: 5_000 }).then(
+        () => true,
+        () => false,
+      );
       if (ok) recoveredMs = performance.now() - restartedAt;
       else await new Promise((r) => setTimeout(r, 500));
     }

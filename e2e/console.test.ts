@@ -14,7 +14,12 @@ import { REPO_ROOT } from "./harness/service-process.ts";
 
 const CHROMIUM = process.env["SHOAL_CHROMIUM"] ?? "/usr/bin/chromium";
 const ARTIFACTS = resolve(REPO_ROOT, "e2e/artifacts");
-const TEXTS = ["A cat sleeps on the warm windowsill.", "A kitten naps in the afternoon sun.", "Quarterly revenue grew by twelve percent.", "The stock market closed higher today."];
+const TEXTS = [
+  "A cat sleeps on the warm windowsill.",
+  "A kitten naps in the afternoon sun.",
+  "Quarterly revenue grew by twelve percent.",
+  "The stock market closed higher today.",
+];
 
 /** Debian's chromium under playwright-core: headless, sandbox off (root in CI), nothing phoning home. */
 /** A headless Chromium on a throwaway profile; `close` ends it and removes the profile. */
@@ -25,7 +30,9 @@ interface Browser {
 
 async function launchBrowser(): Promise<Browser> {
   if (!existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} not found: the browser tests need Debian's chromium. Run the setup: apt-get install -y chromium (as .ci/run does), or set SHOAL_CHROMIUM.`);
+    throw new Error(
+      `${CHROMIUM} not found: the browser tests need Debian's chromium. Run the setup: apt-get install -y chromium (as .ci/run does), or set SHOAL_CHROMIUM.`,
+    );
   }
   const profile = await mkdtemp(join(tmpdir(), "shoal-chromium-"));
   const context = await chromium.launchPersistentContext(profile, {
@@ -117,12 +124,18 @@ describe("web console and browser access (real Chromium, real stack)", () => {
 
     await page.locator("#embed-texts").fill(TEXTS.join("\n"));
     await page.locator("#embed-button").click();
-    await page.locator("#matrix td.cell").nth(TEXTS.length ** 2 - 1).waitFor({ timeout: 30_000 });
+    await page
+      .locator("#matrix td.cell")
+      .nth(TEXTS.length ** 2 - 1)
+      .waitFor({ timeout: 30_000 });
     assert.equal(await page.locator("#matrix td.cell").count(), TEXTS.length ** 2);
     assert.equal(await page.locator("#matrix").getAttribute("data-size"), String(TEXTS.length));
     assert.equal(await page.locator("#embed-dims").textContent(), String(dims));
     const diagonal = await page.locator("#matrix tbody tr").evaluateAll((rows) => rows.map((r, i) => r.querySelectorAll("td")[i]?.textContent));
-    assert.deepEqual(diagonal, TEXTS.map(() => "1.00"));
+    assert.deepEqual(
+      diagonal,
+      TEXTS.map(() => "1.00"),
+    );
     const colours = await page.locator("#matrix td.cell").evaluateAll((cells) => new Set(cells.map((c) => c.getAttribute("style"))).size);
     assert.ok(colours > 1, "cells are coloured by similarity");
     // The gateway's timing headers reached the page (same origin) and the glance panel.
@@ -243,11 +256,20 @@ describe("console try-it panels for Rerank and Classify (real Chromium, real sta
     await page.locator("#rerank-query").fill("Where do cats like to nap?");
     await page.locator("#rerank-docs").fill(documents.join("\n"));
     await page.locator("#rerank-button").click();
-    await page.locator("#rerank-results li").nth(documents.length - 1).waitFor({ timeout: 30_000 });
+    await page
+      .locator("#rerank-results li")
+      .nth(documents.length - 1)
+      .waitFor({ timeout: 30_000 });
     assert.equal(await page.locator("#rerank-error").textContent(), "");
-    const ranked = await page.locator("#rerank-results li").evaluateAll((items) =>
-      items.map((li) => ({ index: Number(li.getAttribute("data-index")), score: Number(li.getAttribute("data-score")), text: li.querySelector(".doc")?.textContent ?? "" })),
-    );
+    const ranked = await page
+      .locator("#rerank-results li")
+      .evaluateAll((items) =>
+        items.map((li) => ({
+          index: Number(li.getAttribute("data-index")),
+          score: Number(li.getAttribute("data-score")),
+          text: li.querySelector(".doc")?.textContent ?? "",
+        })),
+      );
     assert.deepEqual(ranked.map((r) => r.index).sort(), [0, 1, 2], "every document once");
     for (let i = 1; i < ranked.length; i++) assert.ok(ranked[i - 1]!.score >= ranked[i]!.score, "highest score first");
     for (const r of ranked) {
@@ -259,7 +281,10 @@ describe("console try-it panels for Rerank and Classify (real Chromium, real sta
     const texts = ["I love this, it works perfectly!", "Terrible service, I want a refund."];
     await page.locator("#classify-texts").fill(texts.join("\n"));
     await page.locator("#classify-button").click();
-    await page.locator("#classify-results .classification").nth(texts.length - 1).waitFor({ timeout: 30_000 });
+    await page
+      .locator("#classify-results .classification")
+      .nth(texts.length - 1)
+      .waitFor({ timeout: 30_000 });
     assert.equal(await page.locator("#classify-error").textContent(), "");
     for (let i = 0; i < texts.length; i++) {
       const rows = page.locator(`#classify-results .classification[data-index="${i}"] .label-row`);

@@ -39,7 +39,10 @@ describe("Embed end to end (real Kafka, gateway and worker processes, real ONNX 
         assert.ok(e.tokens > 2);
       }
       assert.notDeepEqual(res.embeddings[0]!.values, res.embeddings[1]!.values);
-      assert.equal(res.usage?.promptTokens, res.embeddings.reduce((n, e) => n + e.tokens, 0));
+      assert.equal(
+        res.usage?.promptTokens,
+        res.embeddings.reduce((n, e) => n + e.tokens, 0),
+      );
     });
   }
 
@@ -87,9 +90,7 @@ describe("Embed end to end (real Kafka, gateway and worker processes, real ONNX 
     const client = new pkg.shoal.v1.InferenceService(url.host, grpc.credentials.createInsecure());
     try {
       const res = await new Promise<{ embeddings: { values: number[] }[] }>((ok, fail) =>
-        client["embed"]!({ model, inputs: [SENTENCES[2]] }, { deadline: Date.now() + 20_000 }, (err: Error | null, r: never) =>
-          err ? fail(err) : ok(r),
-        ),
+        client["embed"]!({ model, inputs: [SENTENCES[2]] }, { deadline: Date.now() + 20_000 }, (err: Error | null, r: never) => (err ? fail(err) : ok(r))),
       );
       const { inference } = clientsFor(cluster.urls[0]!, "connect");
       const viaConnect = await inference.embed({ model, inputs: [SENTENCES[2]!] });

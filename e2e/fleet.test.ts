@@ -141,11 +141,17 @@ describe("a fleet of models per worker: 6 models, 3 tasks, 2 workers with room f
     const after = (await clients.models.listModels({})).models;
     const loads = after.map((m) => Number(m.loadCount));
     console.log(`loads per model: ${after.map((m) => `${m.id}=${m.loadCount}`).join(", ")}`);
-    assert.ok(loads.every((n) => n >= 1), "every model was loaded");
+    assert.ok(
+      loads.every((n) => n >= 1),
+      "every model was loaded",
+    );
     assert.ok(loads.reduce((a, b) => a + b, 0) > 6, "models were evicted and loaded again: 6 models, room for 4");
     const resident = after.flatMap((m) => m.replicas.filter((r) => r.state === ResidencyState.RESIDENT).map((r) => `${m.id}@${r.workerId}`));
     assert.ok(resident.length >= 1 && resident.length <= 4, `resident replicas listed: ${resident.join(", ")}`);
-    assert.ok(after.every((m) => m.loadCount === 0n || m.lastColdStartMs > 0), "cold-start time recorded");
+    assert.ok(
+      after.every((m) => m.loadCount === 0n || m.lastColdStartMs > 0),
+      "cold-start time recorded",
+    );
   });
 
   test("a model that does not exist is NotFound; the cluster keeps serving", async () => {

@@ -93,8 +93,37 @@ class Rng {
   }
 }
 
-// biome-ignore lint/suspicious/noTemplateCurlyInString: "${jndi:x}" is a literal hostile input (Log4Shell lookup syntax) the fuzzer sends on purpose
-const WORDS = ["fish", "shoal", "harbour", "the", "a", "quarterly", "revenue", "silver", "turned", "κόσμος", "世界", "мир", "😀", "🐟🐠", "naïve", "e\u0301", "\u200b", "\u202e", "𠀀𠀁", "\u0000", "\t", "\ud800", "\udfff", "null", "<script>", "' OR 1=1 --", "%s%n", "${jndi:x}"];
+const WORDS = [
+  "fish",
+  "shoal",
+  "harbour",
+  "the",
+  "a",
+  "quarterly",
+  "revenue",
+  "silver",
+  "turned",
+  "κόσμος",
+  "世界",
+  "мир",
+  "😀",
+  "🐟🐠",
+  "naïve",
+  "e\u0301",
+  "\u200b",
+  "\u202e",
+  "𠀀𠀁",
+  "\u0000",
+  "\t",
+  "\ud800",
+  "\udfff",
+  "null",
+  "<script>",
+  "' OR 1=1 --",
+  "%s%n",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a literal hostile input (Log4Shell lookup syntax) the fuzzer sends on purpose
+  "${jndi:x}",
+];
 
 function text(r: Rng, maxChars = 300): string {
   if (r.chance(0.05)) return "";
@@ -122,14 +151,20 @@ function randomJson(r: Rng, depth = 0): unknown {
     case 6:
       return Array.from({ length: r.int(6) }, () => randomJson(r, depth + 1));
     default:
-      return Object.fromEntries(Array.from({ length: r.int(5) }, () => [r.pick(["model", "inputs", "options", "lane", "id", "normalize", "truncate", "encoding", "@type", "__proto__", "constructor", text(r, 10)]), randomJson(r, depth + 1)]));
+      return Object.fromEntries(
+        Array.from({ length: r.int(5) }, () => [
+          r.pick(["model", "inputs", "options", "lane", "id", "normalize", "truncate", "encoding", "@type", "__proto__", "constructor", text(r, 10)]),
+          randomJson(r, depth + 1),
+        ]),
+      );
   }
 }
 
 /** A valid Embed request body in Connect JSON (sometimes with proto field names or enum numbers). */
 function validEmbedJson(r: Rng, models: readonly string[]): Record<string, unknown> {
   const body: Record<string, unknown> = { model: r.pick(models), inputs: Array.from({ length: 1 + r.int(4) }, () => text(r, 80).trim() || "fish") };
-  if (r.chance(0.4)) body["options"] = { normalize: r.chance(0.5), truncate: r.chance(0.7), encoding: r.pick(["VECTOR_ENCODING_FLOAT", "VECTOR_ENCODING_FLOAT32_LE", 2, 0]) };
+  if (r.chance(0.4))
+    body["options"] = { normalize: r.chance(0.5), truncate: r.chance(0.7), encoding: r.pick(["VECTOR_ENCODING_FLOAT", "VECTOR_ENCODING_FLOAT32_LE", 2, 0]) };
   if (r.chance(0.3)) body["lane"] = r.pick(["LANE_BATCH", "LANE_INTERACTIVE", 1, 2]);
   return body;
 }
@@ -268,7 +303,21 @@ const RPC_PATHS = [
   "/shoal.v1.ModelService/GetModel",
   "/grpc.health.v1.Health/Check",
 ];
-const OTHER_PATHS = ["/shoal.v1.InferenceService/Nope", "/nope", "/", "/metrics", "/healthz", "/readyz", "/v1/embeddings", "/console/", "/console/%2e%2e/%2e%2e/etc/passwd", "/console/..%2f..%2f..%2fpackage.json", "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "//x", "/shoal.v1.InferenceService/Embed/extra"];
+const OTHER_PATHS = [
+  "/shoal.v1.InferenceService/Nope",
+  "/nope",
+  "/",
+  "/metrics",
+  "/healthz",
+  "/readyz",
+  "/v1/embeddings",
+  "/console/",
+  "/console/%2e%2e/%2e%2e/etc/passwd",
+  "/console/..%2f..%2f..%2fpackage.json",
+  "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+  "//x",
+  "/shoal.v1.InferenceService/Embed/extra",
+];
 
 function authHeader(r: Rng): Record<string, string> {
   const roll = r.int(20);
@@ -285,7 +334,13 @@ function extraHeaders(r: Rng): Record<string, string> {
   const h: Record<string, string> = {};
   if (r.chance(0.2)) h["connect-timeout-ms"] = r.pick(["1", "50", "5000", "99999999999", "-1", "abc", "0", "1.5"]);
   if (r.chance(0.1)) h["connect-protocol-version"] = r.pick(["1", "2", ""]);
-  if (r.chance(0.1)) h["traceparent"] = r.pick(["00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "garbage", "ff-00000000000000000000000000000000-0000000000000000-00", `00-${"z".repeat(32)}-${"1".repeat(16)}-01`]);
+  if (r.chance(0.1))
+    h["traceparent"] = r.pick([
+      "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+      "garbage",
+      "ff-00000000000000000000000000000000-0000000000000000-00",
+      `00-${"z".repeat(32)}-${"1".repeat(16)}-01`,
+    ]);
   if (r.chance(0.05)) h["grpc-timeout"] = r.pick(["1S", "100m", "xyz", "99999999H"]);
   if (r.chance(0.1)) h[`x-fuzz-${r.int(1000)}`] = "v".repeat(r.int(200));
   return h;
@@ -302,7 +357,8 @@ function validConnectError(status: number, body: Buffer): { label: string; failu
   }
   const code = typeof parsed.code === "string" ? codeFromString(parsed.code) : undefined;
   if (code === undefined) return { label: `${status} no-code`, failure: `HTTP ${status}: no Connect code in ${body.subarray(0, 120).toString()}` };
-  if (codeToHttpStatus(code) !== status) return { label: `${status} ${parsed.code as string}`, failure: `HTTP ${status} does not match code ${parsed.code as string}` };
+  if (codeToHttpStatus(code) !== status)
+    return { label: `${status} ${parsed.code as string}`, failure: `HTTP ${status} does not match code ${parsed.code as string}` };
   const message = typeof parsed.message === "string" ? parsed.message : "";
   if ((code === Code.Internal || code === Code.Unknown) && !internalAllowed(message)) {
     return { label: `${status} ${parsed.code as string}`, failure: `unexpected ${parsed.code as string}: ${message}` };
@@ -331,25 +387,38 @@ function grpcStatusOutcome(grpcStatus: string | null, grpcMessage: string): { la
   const n = grpcStatus === null ? Number.NaN : Number(grpcStatus);
   if (!Number.isInteger(n) || n < 0 || n > 16) return { label: "no-status", failure: `no valid grpc-status (${String(grpcStatus)})` };
   const message = decodeURIComponent(grpcMessage);
-  if ((n === Code.Internal || n === Code.Unknown) && !internalAllowed(message)) return { label: Code[n] ?? String(n), failure: `unexpected ${Code[n]}: ${message}` };
+  if ((n === Code.Internal || n === Code.Unknown) && !internalAllowed(message))
+    return { label: Code[n] ?? String(n), failure: `unexpected ${Code[n]}: ${message}` };
   return { label: n === 0 ? "OK" : (Code[n] ?? String(n)) };
 }
 
-async function httpCase(base: string, kind: "connect-json" | "connect-proto" | "grpc-web", r: Rng, models: readonly string[]): Promise<{ label: string; failure?: string }> {
+async function httpCase(
+  base: string,
+  kind: "connect-json" | "connect-proto" | "grpc-web",
+  r: Rng,
+  models: readonly string[],
+): Promise<{ label: string; failure?: string }> {
   const rpc = r.chance(0.9);
   const path = rpc ? r.pick(RPC_PATHS) : r.pick(OTHER_PATHS);
   const method = r.chance(0.95) ? "POST" : r.pick(["GET", "PUT", "DELETE", "PATCH"]);
   const headers: Record<string, string> = { ...authHeader(r), ...extraHeaders(r) };
   let body: Buffer;
   if (kind === "connect-json") {
-    headers["content-type"] = r.chance(0.9) ? r.pick(["application/json", "application/json", "application/json; charset=utf-8"]) : r.pick(["text/plain", "application/proto", "application/connect+json", "application/json; charset=latin1", "", "application/x-www-form-urlencoded"]);
+    headers["content-type"] = r.chance(0.9)
+      ? r.pick(["application/json", "application/json", "application/json; charset=utf-8"])
+      : r.pick(["text/plain", "application/proto", "application/connect+json", "application/json; charset=latin1", "", "application/x-www-form-urlencoded"]);
     const roll = r.int(10);
     const json = roll < 3 ? validEmbedJson(r, models) : roll < 7 ? mutateJson(r, validEmbedJson(r, models)) : (randomJson(r) as Record<string, unknown>);
     body = Buffer.from(JSON.stringify(json) ?? "null");
     if (r.chance(0.2)) body = mutateBytes(r, body);
     if (r.chance(0.03)) body = Buffer.concat([Buffer.from('{"model":"x","inputs":["'), Buffer.alloc(MAX_REQUEST_BYTES, 0x61), Buffer.from('"]}')]);
   } else {
-    headers["content-type"] = kind === "grpc-web" ? r.pick(["application/grpc-web+proto", "application/grpc-web", "application/grpc-web+json", "application/grpc-web-text"]) : r.chance(0.92) ? "application/proto" : r.pick(["application/json", "application/octet-stream", "application/connect+proto"]);
+    headers["content-type"] =
+      kind === "grpc-web"
+        ? r.pick(["application/grpc-web+proto", "application/grpc-web", "application/grpc-web+json", "application/grpc-web-text"])
+        : r.chance(0.92)
+          ? "application/proto"
+          : r.pick(["application/json", "application/octet-stream", "application/connect+proto"]);
     const payload = protoBody(r, path.endsWith("/GetModel") ? "GetModel" : "Embed", models);
     if (kind === "grpc-web") {
       const prefix = Buffer.alloc(5);
@@ -373,7 +442,8 @@ async function httpCase(base: string, kind: "connect-json" | "connect-proto" | "
     const e = err as Error & { cause?: { code?: string } };
     throw Object.assign(new Error(`${e.message} (${e.cause?.code ?? "?"}) ${request}`, { cause: e.cause }), { name: e.name });
   }
-  const described = (o: { label: string; failure?: string }): { label: string; failure?: string } => (o.failure === undefined ? o : { ...o, failure: `${o.failure} ${request}` });
+  const described = (o: { label: string; failure?: string }): { label: string; failure?: string } =>
+    o.failure === undefined ? o : { ...o, failure: `${o.failure} ${request}` };
   return described(judgeHttp(kind, path, res, resBody));
 }
 
@@ -437,7 +507,9 @@ function h2Case(pool: H2Pool, r: Rng, models: readonly string[]): Promise<{ labe
   const headers: http2.OutgoingHttpHeaders = {
     ":method": r.chance(0.97) ? "POST" : "GET",
     ":path": path,
-    "content-type": r.chance(0.9) ? r.pick(["application/grpc", "application/grpc+proto"]) : r.pick(["application/grpc+json", "application/json", "text/plain", "application/grpc+nope"]),
+    "content-type": r.chance(0.9)
+      ? r.pick(["application/grpc", "application/grpc+proto"])
+      : r.pick(["application/grpc+json", "application/json", "text/plain", "application/grpc+nope"]),
     te: "trailers",
     ...authHeader(r),
     ...extraHeaders(r),
@@ -453,17 +525,25 @@ function h2Case(pool: H2Pool, r: Rng, models: readonly string[]): Promise<{ labe
   };
   const roll = r.int(20);
   const body =
-    roll < 13 ? frame(payload)
-    : roll === 13 ? Buffer.alloc(0)
-    : roll === 14 ? Buffer.concat([frame(payload), frame(payload)])
-    : roll === 15 ? frame(payload, 0, payload.length + 1 + r.int(1_000))
-    : roll === 16 ? frame(payload, r.pick([1, 2, 0x80, 0xff]))
-    : roll === 17 ? frame(payload, 0, r.chance(0.5) ? 2 ** 31 : MAX_REQUEST_BYTES + 1)
-    : roll === 18 ? r.bytes(r.int(64))
-    : mutateBytes(r, frame(payload));
+    roll < 13
+      ? frame(payload)
+      : roll === 13
+        ? Buffer.alloc(0)
+        : roll === 14
+          ? Buffer.concat([frame(payload), frame(payload)])
+          : roll === 15
+            ? frame(payload, 0, payload.length + 1 + r.int(1_000))
+            : roll === 16
+              ? frame(payload, r.pick([1, 2, 0x80, 0xff]))
+              : roll === 17
+                ? frame(payload, 0, r.chance(0.5) ? 2 ** 31 : MAX_REQUEST_BYTES + 1)
+                : roll === 18
+                  ? r.bytes(r.int(64))
+                  : mutateBytes(r, frame(payload));
   // The caller resets its stream: half-way through the upload, or while the call is in flight.
   const cancelEarly = r.chance(0.03);
-  const cancelLate = !cancelEarly && r.chance(0.03) ? { afterMs: r.int(30), code: r.pick([http2.constants.NGHTTP2_CANCEL, http2.constants.NGHTTP2_INTERNAL_ERROR]) } : undefined;
+  const cancelLate =
+    !cancelEarly && r.chance(0.03) ? { afterMs: r.int(30), code: r.pick([http2.constants.NGHTTP2_CANCEL, http2.constants.NGHTTP2_INTERNAL_ERROR]) } : undefined;
   if (ONLY !== undefined) console.error({ headers, body: body.toString("hex"), cancelEarly });
   return new Promise((resolve) => {
     let settled = false;
@@ -542,13 +622,15 @@ async function grpcClientCase(transport: Transport, r: Rng, models: readonly str
         },
         { timeoutMs, signal, headers },
       );
-    } else if (which < 9) await createClient(ModelService, transport).getModel({ id: r.chance(0.5) ? r.pick(models) : text(r, 40) }, { timeoutMs, signal, headers });
+    } else if (which < 9)
+      await createClient(ModelService, transport).getModel({ id: r.chance(0.5) ? r.pick(models) : text(r, 40) }, { timeoutMs, signal, headers });
     else await createClient(ModelService, transport).listModels({}, { timeoutMs, signal, headers });
     return { label: "OK" };
   } catch (err) {
     const e = ConnectError.from(err);
     if (signal.aborted) return { label: "hang", failure: `no answer within ${CASE_TIMEOUT_MS} ms` };
-    if ((e.code === Code.Internal || e.code === Code.Unknown) && !internalAllowed(e.rawMessage)) return { label: Code[e.code]!, failure: `unexpected ${Code[e.code]}: ${e.rawMessage}` };
+    if ((e.code === Code.Internal || e.code === Code.Unknown) && !internalAllowed(e.rawMessage))
+      return { label: Code[e.code]!, failure: `unexpected ${Code[e.code]}: ${e.rawMessage}` };
     return { label: Code[e.code] ?? String(e.code) };
   }
 }
@@ -561,7 +643,7 @@ function tcpPayload(r: Rng): Buffer {
   const http1 = (): Buffer =>
     Buffer.from(
       r.pick([
-        "POST /shoal.v1.InferenceService/Embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 45\r\n\r\n{\"model\":\"shoal-tiny-embed\",\"inputs\":[\"hi\"]}",
+        'POST /shoal.v1.InferenceService/Embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 45\r\n\r\n{"model":"shoal-tiny-embed","inputs":["hi"]}',
         "POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
         "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
         "POST /shoal.v1.InferenceService/Embed HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n{",
@@ -604,7 +686,8 @@ function tcpCase(port: number, r: Rng): Promise<{ label: string; failure?: strin
       socket.destroy();
       const head = got.subarray(0, 12).toString("latin1");
       const status = /^HTTP\/1\.1 (\d{3})/.exec(head)?.[1];
-      if (status !== undefined) return resolve(Number(status) >= 500 ? { label: `http ${status}`, failure: `HTTP ${status} to raw bytes` } : { label: `http ${status}` });
+      if (status !== undefined)
+        return resolve(Number(status) >= 500 ? { label: `http ${status}`, failure: `HTTP ${status} to raw bytes` } : { label: `http ${status}` });
       resolve({ label: got.length > 0 ? `${how} after ${got.length > 8 && got[3] === 4 ? "h2 frames" : "bytes"}` : how });
     };
     // The server may rightly wait for more bytes; the client gives up after a while.
@@ -635,7 +718,12 @@ function kafkaValue(r: Rng, kind: "kafka-jobs" | "kafka-replies", models: readon
             lane: r.pick([0, 1, 2, 9]),
             tenant: r.chance(0.5) ? "" : text(r, 20),
             ...(r.chance(0.95)
-              ? { task: { case: "embed" as const, value: { inputs: Array.from({ length: r.int(6) }, () => text(r, 200)), normalize: r.chance(0.5), truncate: r.chance(0.7) } } }
+              ? {
+                  task: {
+                    case: "embed" as const,
+                    value: { inputs: Array.from({ length: r.int(6) }, () => text(r, 200)), normalize: r.chance(0.5), truncate: r.chance(0.7) },
+                  },
+                }
               : {}),
           }),
         )
@@ -646,7 +734,9 @@ function kafkaValue(r: Rng, kind: "kafka-jobs" | "kafka-replies", models: readon
             message: text(r, 50),
             workerId: text(r, 10),
             attempt: r.int(3),
-            ...(r.chance(0.7) ? { output: { case: "embed" as const, value: { dimensions: r.int(400), vectors: r.bytes(r.int(256)), tokenCounts: [r.int(9)], truncated: [] } } } : {}),
+            ...(r.chance(0.7)
+              ? { output: { case: "embed" as const, value: { dimensions: r.int(400), vectors: r.bytes(r.int(256)), tokenCounts: [r.int(9)], truncated: [] } } }
+              : {}),
           }),
         );
   return roll < 6 ? mutateBytes(r, valid) : Buffer.from(valid);
@@ -757,7 +847,8 @@ describe(`fuzzing the gateway and the worker (seed ${SEED}; SHOAL_FUZZ_SEED=${SE
     const grpcTransport = createGrpcTransport({ baseUrl: base, sessionManager: grpcSessions });
     const kinds = (Object.keys(COUNTS) as Kind[]).filter((k) => !k.startsWith("kafka"));
     const cases: Array<{ kind: Kind; i: number }> = [];
-    for (const kind of kinds) for (let i = 0; i < Math.ceil(COUNTS[kind] * SCALE); i++) if (ONLY === undefined || ONLY === `${kind}#${i}`) cases.push({ kind, i });
+    for (const kind of kinds)
+      for (let i = 0; i < Math.ceil(COUNTS[kind] * SCALE); i++) if (ONLY === undefined || ONLY === `${kind}#${i}`) cases.push({ kind, i });
     // Interleave kinds deterministically so every protocol is in flight at once.
     const order = new Rng(SEED, 0);
     for (let i = cases.length - 1; i > 0; i--) {
@@ -788,7 +879,12 @@ describe(`fuzzing the gateway and the worker (seed ${SEED}; SHOAL_FUZZ_SEED=${SE
                 }
                 return v;
               })(kafkaValue(r, kind, models, ownReplyTopic)),
-              headers: r.chance(0.3) ? { traceparent: r.pick(["garbage", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", r.bytes(20).toString("latin1")]), [`x-${r.int(9)}`]: r.bytes(r.int(30)) } : {},
+              headers: r.chance(0.3)
+                ? {
+                    traceparent: r.pick(["garbage", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", r.bytes(20).toString("latin1")]),
+                    [`x-${r.int(9)}`]: r.bytes(r.int(30)),
+                  }
+                : {},
             };
           });
           const byTopic = new Map<string, typeof messages>();
@@ -809,10 +905,13 @@ describe(`fuzzing the gateway and the worker (seed ${SEED}; SHOAL_FUZZ_SEED=${SE
         const t0 = performance.now();
         try {
           const outcome =
-            kind === "grpc-h2" ? await h2Case(pool, r, models)
-            : kind === "grpc-client" ? await grpcClientCase(grpcTransport, r, models)
-            : kind === "tcp-raw" ? await tcpCase(port, r)
-            : await httpCase(base, kind as "connect-json" | "connect-proto" | "grpc-web", r, models);
+            kind === "grpc-h2"
+              ? await h2Case(pool, r, models)
+              : kind === "grpc-client"
+                ? await grpcClientCase(grpcTransport, r, models)
+                : kind === "tcp-raw"
+                  ? await tcpCase(port, r)
+                  : await httpCase(base, kind as "connect-json" | "connect-proto" | "grpc-web", r, models);
           record(tally, kind, outcome.label, outcome.failure === undefined ? undefined : `${at} ${outcome.failure}`);
         } catch (err) {
           const e = err as Error & { cause?: { code?: string } };
@@ -857,8 +956,16 @@ describe(`fuzzing the gateway and the worker (seed ${SEED}; SHOAL_FUZZ_SEED=${SE
       `memory (RSS MB) gateway ${rssBefore.gateway.toFixed(0)} -> ${rssAfter.gateway.toFixed(0)} (JS heap used ${heapBefore.toFixed(0)} -> ${heapAfter.toFixed(0)}), worker ${rssBefore.worker.toFixed(0)} -> ${rssAfter.worker.toFixed(0)}`,
     );
     // kafkajs logs broker answers at error level (an invalid topic named by a corrupted record): those are the client library's, not ours.
-    const fatal = [...gateway.logs, ...worker.logs].filter((l) => l.level === "fatal" || l.level === "stderr" || (l.level === "error" && l["component"] !== "kafkajs"));
-    if (fatal.length > 0) console.error(`error lines:\n${fatal.slice(0, 10).map((l) => JSON.stringify(l).slice(0, 400)).join("\n")}`);
+    const fatal = [...gateway.logs, ...worker.logs].filter(
+      (l) => l.level === "fatal" || l.level === "stderr" || (l.level === "error" && l["component"] !== "kafkajs"),
+    );
+    if (fatal.length > 0)
+      console.error(
+        `error lines:\n${fatal
+          .slice(0, 10)
+          .map((l) => JSON.stringify(l).slice(0, 400))
+          .join("\n")}`,
+      );
 
     assert.deepEqual(tally.failures, [], `seed ${SEED}: ${tally.failures.length} failing cases`);
     if (ONLY === undefined) assert.ok(total >= 10_000 * SCALE, `only ${total} cases`);

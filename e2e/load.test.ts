@@ -39,7 +39,10 @@ describe("1,000 concurrent requests through 2 gateway replicas to 2 workers", ()
       }),
     );
     assert.equal(answers.size, REQUESTS, "every request answered");
-    assert.ok([...answers.values()].every((n) => n === 1), "no request answered twice");
+    assert.ok(
+      [...answers.values()].every((n) => n === 1),
+      "no request answered twice",
+    );
     assert.equal(workersSeen.size, 2, `both workers served requests (${[...workersSeen].join(", ")})`);
   });
 });

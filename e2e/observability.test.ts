@@ -55,7 +55,12 @@ describe("metrics and readiness (own broker, stopped and restarted)", () => {
     for (const name of ["nodejs_eventloop_lag_seconds", "shoal_gateway_inflight_jobs"]) {
       assert.ok(has(gw1, name), `gateway exposes ${name}`);
     }
-    for (const name of ["shoal_worker_consumer_lag", "shoal_worker_batch_padding_fraction", "shoal_worker_inference_seconds", "shoal_worker_model_cold_start_seconds"]) {
+    for (const name of [
+      "shoal_worker_consumer_lag",
+      "shoal_worker_batch_padding_fraction",
+      "shoal_worker_inference_seconds",
+      "shoal_worker_model_cold_start_seconds",
+    ]) {
       assert.ok(has(wk1, name), `worker exposes ${name}`);
     }
   });

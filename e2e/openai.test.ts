@@ -5,11 +5,7 @@ import { startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor, maxAbsDiff } from "./harness/clients.ts";
 import { histogramCount, scrape, total, type Scrape } from "./harness/prometheus.ts";
 
-const TEXTS = [
-  "The harbour was full of small fishing boats.",
-  "A shoal of silver fish turned at once.",
-  "Quarterly revenue grew by twelve percent.",
-];
+const TEXTS = ["The harbour was full of small fishing boats.", "A shoal of silver fish turned at once.", "Quarterly revenue grew by twelve percent."];
 const MAX_REQUEST_BYTES = 256 * 1024;
 
 /** Little-endian float32 bytes in base64 (OpenAI's encoding_format=base64) as numbers. */
@@ -131,7 +127,8 @@ describe("OpenAI-compatible POST /v1/embeddings: the official openai SDK against
     // The metrics are recorded when the response has gone; the client may read it first.
     let after: Scrape = before;
     const delta = (m: Record<string, string>): number =>
-      total(after, "shoal_gateway_requests_total", { method: "OpenAI.Embeddings", ...m }) - total(before, "shoal_gateway_requests_total", { method: "OpenAI.Embeddings", ...m });
+      total(after, "shoal_gateway_requests_total", { method: "OpenAI.Embeddings", ...m }) -
+      total(before, "shoal_gateway_requests_total", { method: "OpenAI.Embeddings", ...m });
     for (let i = 0; i < 50 && delta({}) < 4; i++) {
       await new Promise((r) => setTimeout(r, 20));
       after = await scrape(`${base}/metrics`);

@@ -73,7 +73,11 @@ describe("poison jobs: bounded retries through the retry topic, then the dead-le
     assert.equal(innocent.length, 24, "every innocent job answered");
     assert.ok(innocent.every((r) => r.embeddings.length === 1 && r.embeddings[0]!.values.length === 64));
     assert.ok(outcome instanceof ConnectError, "the poison job is not answered OK");
-    assert.equal(outcome.code, Code.Internal, `the poison job's caller is told it failed (${outcome.rawMessage}); worker log:\n${cluster.workers[0]!.tail(80)}`);
+    assert.equal(
+      outcome.code,
+      Code.Internal,
+      `the poison job's caller is told it failed (${outcome.rawMessage}); worker log:\n${cluster.workers[0]!.tail(80)}`,
+    );
     assert.match(outcome.rawMessage, /failed 3 time\(s\) and was moved to the dead-letter topic shoal\.dead\./);
     assert.match(outcome.rawMessage, /indices element out of data bounds/);
 

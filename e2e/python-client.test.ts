@@ -76,7 +76,10 @@ describe("a Python grpcio client, on stubs generated from proto/ at test time, g
     const py = await runClient(python, stubs, new URL(base).host, JSON.stringify(TEXTS), ["--model", "shoal-tiny-embed"]);
     const client = createShoalClient({ baseUrl: base, protocol: "connect" });
     const models = await client.listModels();
-    assert.deepEqual(py.models, models.map((m) => ({ id: m.id, dimensions: m.dimensions })));
+    assert.deepEqual(
+      py.models,
+      models.map((m) => ({ id: m.id, dimensions: m.dimensions })),
+    );
     assert.equal(py.model, "shoal-tiny-embed");
 
     const ts = await client.embed(py.model, TEXTS);
@@ -96,7 +99,11 @@ describe("a Python grpcio client, on stubs generated from proto/ at test time, g
     const py = await runClient(python, stubs, new URL(base).host, JSON.stringify(TEXTS), ["--rerank-model", rerankModel, "--classify-model", classifyModel]);
     const client = createShoalClient({ baseUrl: base, protocol: "connect" });
     const ts = await client.rerank(rerankModel, TEXTS[0]!, TEXTS.slice(1));
-    assert.deepEqual(py.reranked!.map((r) => r.index), ts.results.map((r) => r.index), "same order");
+    assert.deepEqual(
+      py.reranked!.map((r) => r.index),
+      ts.results.map((r) => r.index),
+      "same order",
+    );
     py.reranked!.forEach((r, i) => {
       assert.ok(Math.abs(r.score - ts.results[i]!.score) < 1e-6, `score of document ${r.index}`);
     });

@@ -82,7 +82,10 @@ describe("gRPC server reflection: buf curl lists and calls the gateway without t
 
   test("ListModels through reflection answers with the served model; an unknown method is reported", async () => {
     const out = JSON.parse(await bufCurl("--protocol", "grpc", `${base}/shoal.v1.ModelService/ListModels`)) as { models: { id: string }[] };
-    assert.deepEqual(out.models.map((m) => m.id), [model]);
+    assert.deepEqual(
+      out.models.map((m) => m.id),
+      [model],
+    );
     await assert.rejects(bufCurl(`${base}/shoal.v1.ModelService/NoSuchMethod`), /NoSuchMethod/);
   });
 });

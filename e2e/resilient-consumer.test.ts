@@ -46,7 +46,13 @@ describe("createResilientConsumer on a real broker", () => {
       component: "test-consumer",
       // No retry and no restart: the handler's error ends this consumer for good, as a long broker
       // outage does in production.
-      consumerConfig: { groupId, sessionTimeout: 6_000, heartbeatInterval: 500, maxWaitTimeInMs: 100, retry: { retries: 0, restartOnFailure: async () => false } },
+      consumerConfig: {
+        groupId,
+        sessionTimeout: 6_000,
+        heartbeatInterval: 500,
+        maxWaitTimeInMs: 100,
+        retry: { retries: 0, restartOnFailure: async () => false },
+      },
       subscribe: (c) => c.subscribe({ topic, fromBeginning: true }),
       run: {
         eachMessage: async ({ message }) => {

@@ -52,8 +52,16 @@ describe("scheduling on the real stack: lanes, deadlines, admission (MiniLM-shap
       await new Promise((r) => setTimeout(r, 100));
     }
     const floodDone = await Promise.all(flood.map(outcome));
-    assert.deepEqual(interactive.map((o) => o.code), Array(8).fill("ok"), `interactive results: ${JSON.stringify(interactive)}`);
-    assert.deepEqual(floodDone.map((o) => o.code), Array(4).fill("ok"), "the batch lane completes too");
+    assert.deepEqual(
+      interactive.map((o) => o.code),
+      Array(8).fill("ok"),
+      `interactive results: ${JSON.stringify(interactive)}`,
+    );
+    assert.deepEqual(
+      floodDone.map((o) => o.code),
+      Array(4).fill("ok"),
+      "the batch lane completes too",
+    );
     const worst = Math.max(...interactive.map((o) => o.ms));
     const floodMs = Math.max(...floodDone.map((o) => o.ms));
     console.log(`interactive worst ${worst.toFixed(0)} ms while the batch flood took ${floodMs.toFixed(0)} ms`);
@@ -68,7 +76,10 @@ describe("scheduling on the real stack: lanes, deadlines, admission (MiniLM-shap
     await new Promise((r) => setTimeout(r, 200));
     // ...so these 20 short jobs expire in the queue behind it.
     const doomed = await Promise.all(Array.from({ length: 20 }, (_, i) => outcome(inference.embed({ model, inputs: [`doomed ${i}`] }, { timeoutMs: 300 }))));
-    assert.deepEqual(doomed.map((o) => o.code), Array(20).fill(Code.DeadlineExceeded));
+    assert.deepEqual(
+      doomed.map((o) => o.code),
+      Array(20).fill(Code.DeadlineExceeded),
+    );
     assert.equal((await outcome(blocker)).code, "ok");
     // Wait until the worker answered all 21 jobs, then compare what it computed.
     const deadline = Date.now() + 30_000;

@@ -48,13 +48,22 @@ describe("share-group intake: one shared queue for a pool's workers", () => {
 
   test("four workers on a one-partition pool all run jobs of one burst; none hoards it", async () => {
     // A small prefetch: each worker takes about one job when idle and one ahead of what it is running.
-    const cluster = await startCluster({ workers: 4, presets: ["mini"], intake: "share", partitions: 1, workerEnv: { SHOAL_PREFETCH_TOKENS: "64", SHOAL_IDLE_TAKE_TOKENS: "64" } });
+    const cluster = await startCluster({
+      workers: 4,
+      presets: ["mini"],
+      intake: "share",
+      partitions: 1,
+      workerEnv: { SHOAL_PREFETCH_TOKENS: "64", SHOAL_IDLE_TAKE_TOKENS: "64" },
+    });
     cleanup.push(() => cluster.stop());
     // One burst, all in flight at once: the gateway writes it in a handful of producer batches.
     const outcomes = await Promise.all(Array.from({ length: 48 }, (_, i) => embed(cluster, sentence(i))));
     const byWorker = countBy(outcomes);
     console.log(`burst of 48 over 4 share-intake workers on one partition: ${JSON.stringify(Object.fromEntries(byWorker))}`);
-    assert.deepEqual(outcomes.filter((o) => o.code !== "OK"), []);
+    assert.deepEqual(
+      outcomes.filter((o) => o.code !== "OK"),
+      [],
+    );
     assert.equal(byWorker.size, 4, "every worker took part");
     for (const [worker, n] of byWorker) assert.ok(n >= 3, `${worker} ran ${n} of 48`);
   });
@@ -93,9 +102,14 @@ describe("share-group intake: one shared queue for a pool's workers", () => {
     });
     const worst = Math.max(...outcomes.map((o) => o.ms));
     const wrong = outcomes.filter((o) => o.code === "OK" && maxAbsDiff(o.values, reference.values) > 1e-5).length;
-    console.log(`share kill -9: sent ${outcomes.length}, answered ${outcomes.filter((o) => o.code === "OK").length}, wrong ${wrong}, worst ${worst.toFixed(0)} ms (lock ${lockMs / 1000} s)`);
+    console.log(
+      `share kill -9: sent ${outcomes.length}, answered ${outcomes.filter((o) => o.code === "OK").length}, wrong ${wrong}, worst ${worst.toFixed(0)} ms (lock ${lockMs / 1000} s)`,
+    );
     assert.ok(killedAt > 0);
-    assert.deepEqual(outcomes.filter((o) => o.code !== "OK").map((o) => o.code), []);
+    assert.deepEqual(
+      outcomes.filter((o) => o.code !== "OK").map((o) => o.code),
+      [],
+    );
     assert.equal(wrong, 0);
     assert.ok(worst < 15_000, `the killed worker's jobs were taken over long before a lock would expire (worst ${worst.toFixed(0)} ms)`);
   });
@@ -127,7 +141,10 @@ describe("share-group intake: one shared queue for a pool's workers", () => {
       `share SIGSTOP: sent ${outcomes.length}, answered ${outcomes.filter((o) => o.code === "OK").length}, wrong ${wrong}, answered by the other worker after the lock expired ${rescued.length} (${rescued.map((o) => o.ms.toFixed(0)).join(", ")} ms; lock ${lockMs} ms)`,
     );
     assert.ok(hungAt > 0);
-    assert.deepEqual(outcomes.filter((o) => o.code !== "OK").map((o) => o.code), []);
+    assert.deepEqual(
+      outcomes.filter((o) => o.code !== "OK").map((o) => o.code),
+      [],
+    );
     assert.equal(wrong, 0);
     assert.ok(rescued.length >= 1, "jobs the hung worker held were answered by the other after the lock expired");
   });
@@ -144,7 +161,12 @@ describe("share-group intake: one shared queue for a pool's workers", () => {
     cleanup.push(() => cluster.stop());
     const first = cluster.workers[0]!;
     // About 30,000 tokens: seconds of work for one worker with one thread.
-    const pending = Array.from({ length: 30 }, (_, i) => embed(cluster, Array.from({ length: 8 }, (_, j) => `${sentence(i * 8 + j)} ${"long ".repeat(60)}`)));
+    const pending = Array.from({ length: 30 }, (_, i) =>
+      embed(
+        cluster,
+        Array.from({ length: 8 }, (_, j) => `${sentence(i * 8 + j)} ${"long ".repeat(60)}`),
+      ),
+    );
     await first.waitForLog((l) => l.msg === "worker pulling jobs");
     await cluster.startWorker();
     const stoppedAt = performance.now();
@@ -157,13 +179,24 @@ describe("share-group intake: one shared queue for a pool's workers", () => {
       }),
     );
     const exit = await first.stop("SIGTERM");
-    if (exit !== 0) console.log(first.logs.slice(-12).map((l) => JSON.stringify(l).slice(0, 400)).join("\n"));
+    if (exit !== 0)
+      console.log(
+        first.logs
+          .slice(-12)
+          .map((l) => JSON.stringify(l).slice(0, 400))
+          .join("\n"),
+      );
     const outcomes = await Promise.all(timed);
     const lastAnswerS = (performance.now() - stoppedAt) / 1000;
     const byWorker = countBy(outcomes);
-    console.log(`share SIGTERM: answered by ${JSON.stringify(Object.fromEntries(byWorker))}; worker exit ${exit}; first answer by the other worker ${firstTakeoverS.toFixed(1)} s and last ${lastAnswerS.toFixed(1)} s after SIGTERM (lock ${lockMs / 1000} s)`);
+    console.log(
+      `share SIGTERM: answered by ${JSON.stringify(Object.fromEntries(byWorker))}; worker exit ${exit}; first answer by the other worker ${firstTakeoverS.toFixed(1)} s and last ${lastAnswerS.toFixed(1)} s after SIGTERM (lock ${lockMs / 1000} s)`,
+    );
     assert.equal(exit, 0);
-    assert.deepEqual(outcomes.filter((o) => o.code !== "OK").map((o) => o.code), []);
+    assert.deepEqual(
+      outcomes.filter((o) => o.code !== "OK").map((o) => o.code),
+      [],
+    );
     assert.ok(byWorker.size === 2, "the second worker answered the released jobs");
     assert.ok(firstTakeoverS >= 0 && firstTakeoverS < 10, `released jobs were taken at once, without waiting for their locks (${firstTakeoverS.toFixed(1)} s)`);
   });
@@ -188,7 +221,10 @@ describe("share-group intake: one shared queue for a pool's workers", () => {
     await Promise.all(events);
     const byWorker = countBy(outcomes);
     console.log(`share join/leave: ${JSON.stringify(Object.fromEntries(byWorker))}`);
-    assert.deepEqual(outcomes.filter((o) => o.code !== "OK").map((o) => o.code), []);
+    assert.deepEqual(
+      outcomes.filter((o) => o.code !== "OK").map((o) => o.code),
+      [],
+    );
     assert.ok(byWorker.size >= 2, "jobs went to the workers that joined");
   });
 });

@@ -56,7 +56,9 @@ describe("share pool backlog at the gateway", () => {
     let answers: Promise<unknown[]>;
     try {
       answers = Promise.all(
-        Array.from({ length: jobs }, (_, i) => clients.inference.embed({ model: cluster.modelIds[0]!, inputs: [`queued ${jobs} ${i}`] }, { timeoutMs: 120_000 })),
+        Array.from({ length: jobs }, (_, i) =>
+          clients.inference.embed({ model: cluster.modelIds[0]!, inputs: [`queued ${jobs} ${i}`] }, { timeoutMs: 120_000 }),
+        ),
       );
       answers.catch(() => {}); // awaited below
       const ms = await until("GetCluster shows the queued jobs", clusterLag, jobs);

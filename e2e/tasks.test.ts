@@ -34,7 +34,6 @@ const byIndex = (res: RerankResponse): number[] => [...res.results].sort((x, y) 
 /** Per text, its label → score map. */
 const labelMaps = (res: ClassifyResponse): Map<string, number>[] => res.classifications.map((c) => new Map(c.labels.map((l) => [l.label, l.score])));
 
-
 describe("Rerank and Classify end to end (real Kafka, gateway and worker, real ONNX Runtime)", () => {
   let cluster: TestCluster;
   let labels: { [model: string]: string[] };
@@ -74,17 +73,30 @@ describe("Rerank and Classify end to end (real Kafka, gateway and worker, real O
       byIndex(res).forEach((s, i) => {
         assert.ok(close(s, byIndex(rerankRef)[i]!), `document ${i}: ${s} vs ${byIndex(rerankRef)[i]}`);
       });
-      assert.equal(res.usage?.promptTokens, res.results.reduce((n, r) => n + r.tokens, 0));
+      assert.equal(
+        res.usage?.promptTokens,
+        res.results.reduce((n, r) => n + r.tokens, 0),
+      );
     });
 
     test(`${protocol}: Classify gives every label of every text, softmax for single-label and sigmoid for multi-label`, async () => {
       const { inference } = clientsFor(cluster.urls[0]!, protocol);
       const single = await inference.classify({ model: CLASSIFY, inputs: TEXTS });
-      assert.deepEqual(single.classifications.map((c) => c.index), [0, 1, 2]);
+      assert.deepEqual(
+        single.classifications.map((c) => c.index),
+        [0, 1, 2],
+      );
       for (const c of single.classifications) {
         assert.deepEqual(c.labels.map((l) => l.label).sort(), [...labels[CLASSIFY]!].sort());
         for (let i = 1; i < c.labels.length; i++) assert.ok(c.labels[i - 1]!.score >= c.labels[i]!.score, "best label first");
-        assert.ok(close(c.labels.reduce((s, l) => s + l.score, 0), 1, 1e-5), "softmax probabilities sum to 1");
+        assert.ok(
+          close(
+            c.labels.reduce((s, l) => s + l.score, 0),
+            1,
+            1e-5,
+          ),
+          "softmax probabilities sum to 1",
+        );
       }
       labelMaps(single).forEach((m, i) => {
         for (const [label, score] of labelMaps(classifyRef)[i]!) assert.ok(close(m.get(label)!, score), `${label} of text ${i}`);
@@ -95,7 +107,10 @@ describe("Rerank and Classify end to end (real Kafka, gateway and worker, real O
         for (const l of c.labels) assert.ok(l.score > 0 && l.score < 1, "an independent sigmoid per label");
       }
       const sums = multi.classifications.map((c) => c.labels.reduce((s, l) => s + l.score, 0));
-      assert.ok(sums.some((s) => !close(s, 1, 1e-3)), `multi-label scores are not a distribution (${sums})`);
+      assert.ok(
+        sums.some((s) => !close(s, 1, 1e-3)),
+        `multi-label scores are not a distribution (${sums})`,
+      );
     });
   }
 
@@ -107,7 +122,10 @@ describe("Rerank and Classify end to end (real Kafka, gateway and worker, real O
       assert.ok(close(r.results[0]!.score, ref[i]!), `document ${i}: alone ${r.results[0]!.score} vs batched ${ref[i]}`);
     });
     const top2 = await inference.rerank({ model: RERANK, query: QUERY, documents: DOCUMENTS, topK: 2 });
-    assert.deepEqual(top2.results.map((r) => r.index), rerankRef.results.slice(0, 2).map((r) => r.index));
+    assert.deepEqual(
+      top2.results.map((r) => r.index),
+      rerankRef.results.slice(0, 2).map((r) => r.index),
+    );
     assert.equal(top2.results[0]!.document, "", "no documents unless asked");
     const all = await inference.rerank({ model: RERANK, query: QUERY, documents: DOCUMENTS, topK: 50 });
     assert.equal(all.results.length, DOCUMENTS.length, "top_k above the count returns all");
@@ -134,11 +152,21 @@ describe("Rerank and Classify end to end (real Kafka, gateway and worker, real O
     const { inference } = clientsFor(cluster.urls[0]!, "connect-json");
     const cases: Array<[string, () => Promise<unknown>, Code, RegExp]> = [
       ["empty query", () => inference.rerank({ model: RERANK, query: "  ", documents: ["d"] }), Code.InvalidArgument, /^query: empty text$/],
-      ["no documents", () => inference.rerank({ model: RERANK, query: "q", documents: [] }), Code.InvalidArgument, /^documents: at least one document is required$/],
+      [
+        "no documents",
+        () => inference.rerank({ model: RERANK, query: "q", documents: [] }),
+        Code.InvalidArgument,
+        /^documents: at least one document is required$/,
+      ],
       ["empty document", () => inference.rerank({ model: RERANK, query: "q", documents: ["d", ""] }), Code.InvalidArgument, /^documents\[1\]: empty text$/],
       ["no model", () => inference.rerank({ model: "", query: "q", documents: ["d"] }), Code.InvalidArgument, /^model: required$/],
       ["unknown model", () => inference.rerank({ model: "nope-reranker", query: "q", documents: ["d"] }), Code.NotFound, /nope-reranker/],
-      ["rerank on a classifier", () => inference.rerank({ model: CLASSIFY, query: "q", documents: ["d"] }), Code.InvalidArgument, /is a classification model, not a rerank model/i],
+      [
+        "rerank on a classifier",
+        () => inference.rerank({ model: CLASSIFY, query: "q", documents: ["d"] }),
+        Code.InvalidArgument,
+        /is a classification model, not a rerank model/i,
+      ],
       ["classify on an embedder", () => inference.classify({ model: EMBED, inputs: ["t"] }), Code.InvalidArgument, /not a classification model/i],
       ["no texts", () => inference.classify({ model: CLASSIFY, inputs: [] }), Code.InvalidArgument, /^inputs: at least one text is required$/],
       ["empty text", () => inference.classify({ model: CLASSIFY, inputs: ["fine", " "] }), Code.InvalidArgument, /^inputs\[1\]: empty text$/],

@@ -17,7 +17,25 @@ function selfSigned(dir: string, name: string): { cert: string; key: string } {
   const key = join(dir, `${name}.key`);
   execFileSync(
     "openssl",
-    ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-keyout",
+      key,
+      "-out",
+      cert,
+      "-days",
+      "2",
+      "-subj",
+      "/CN=localhost",
+      "-addext",
+      "subjectAltName=DNS:localhost,IP:127.0.0.1",
+    ],
     { stdio: "ignore" },
   );
   return { cert, key };
@@ -80,16 +98,20 @@ describe("TLS: one HTTPS port, ALPN h2 + http/1.1 (real gateway, worker and brok
 
   test("plain HTTP routes answer over HTTPS too", async () => {
     const status = await new Promise<number>((ok, fail) => {
-      https.get(`${httpsUrl}/readyz`, { ca }, (res) => {
-        res.resume();
-        ok(res.statusCode ?? 0);
-      }).on("error", fail);
+      https
+        .get(`${httpsUrl}/readyz`, { ca }, (res) => {
+          res.resume();
+          ok(res.statusCode ?? 0);
+        })
+        .on("error", fail);
     });
     assert.equal(status, 200);
   });
 
   test("plain-text clients (HTTP/1.1 and h2c) and clients that do not trust the CA are refused", async () => {
-    const h1 = await failure(createClient(InferenceService, createConnectTransport({ baseUrl: plainUrl, httpVersion: "1.1" })).embed({ model, inputs: ["plain"] }));
+    const h1 = await failure(
+      createClient(InferenceService, createConnectTransport({ baseUrl: plainUrl, httpVersion: "1.1" })).embed({ model, inputs: ["plain"] }),
+    );
     // The handshake fails: which code a client makes of a cut connection is its business.
     assert.notEqual(h1.code, Code.Unauthenticated);
     const h2c = await failure(createClient(InferenceService, createGrpcTransport({ baseUrl: plainUrl })).embed({ model, inputs: ["plain"] }));

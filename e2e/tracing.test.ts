@@ -54,7 +54,10 @@ describe("one trace per request across gateway, Kafka and worker (real Jaeger)",
     assert.equal(parentOf(job), publish.spanID, "worker job span is a child of the gateway's publish (crosses services via Kafka headers)");
     for (const s of [batch, infer, queue, tokenize, replySend]) assert.equal(parentOf(s), job.spanID, `${s.operationName} under the job`);
     assert.equal(parentOf(receipt), replySend.spanID, "gateway receipt is a child of the worker's reply publish");
-    assert.ok(infer.references.some((r) => r.refType === "FOLLOWS_FROM" && r.spanID === batch.spanID), "inference links the batch");
+    assert.ok(
+      infer.references.some((r) => r.refType === "FOLLOWS_FROM" && r.spanID === batch.spanID),
+      "inference links the batch",
+    );
 
     assert.equal(serviceOf(t, server), "shoal-gateway");
     assert.equal(serviceOf(t, receipt), "shoal-gateway");
@@ -102,7 +105,9 @@ describe("one trace per request across gateway, Kafka and worker (real Jaeger)",
     const { inference } = clientsFor(cluster.urls[0]!, "grpc");
     const parents = Array.from({ length: 8 }, () => newTraceparent());
     await Promise.all(parents.map((tp, i) => inference.embed({ model, inputs: [`concurrent ${i}`] }, { headers: { traceparent: tp.header } })));
-    const traces = await Promise.all(parents.map((tp) => waitForTrace(jaeger.queryUrl, tp.traceId, (t) => t.spans.some((s) => s.operationName === "shoal.inference"))));
+    const traces = await Promise.all(
+      parents.map((tp) => waitForTrace(jaeger.queryUrl, tp.traceId, (t) => t.spans.some((s) => s.operationName === "shoal.inference"))),
+    );
     const batchIds = traces.map((t) => {
       const infer = one(t, (s) => s.operationName === "shoal.inference", "inference");
       const link = infer.references.find((r) => r.refType === "FOLLOWS_FROM");

@@ -5,7 +5,18 @@ import { type AnsweredJob, armFigures, merge, overlapMs, someIdle } from "./inta
 
 describe("bench:intake analysis", () => {
   test("merge joins overlapping and touching intervals", () => {
-    assert.deepEqual(merge([[5, 7], [0, 2], [2, 3], [6, 9]]), [[0, 3], [5, 9]]);
+    assert.deepEqual(
+      merge([
+        [5, 7],
+        [0, 2],
+        [2, 3],
+        [6, 9],
+      ]),
+      [
+        [0, 3],
+        [5, 9],
+      ],
+    );
   });
 
   test("someIdle is the time when not every worker is busy", () => {
@@ -13,13 +24,34 @@ describe("bench:intake analysis", () => {
       ["a", [[0, 10]] as [number, number][]],
       ["b", [[5, 20]] as [number, number][]],
     ]);
-    assert.deepEqual(someIdle(busy, 0, 30), [[0, 5], [10, 30]]);
+    assert.deepEqual(someIdle(busy, 0, 30), [
+      [0, 5],
+      [10, 30],
+    ]);
     assert.deepEqual(someIdle(new Map([["a", []]]), 0, 4), [[0, 4]]);
   });
 
   test("overlapMs sums the overlap with a sorted interval list", () => {
-    assert.equal(overlapMs([3, 12], [[0, 5], [10, 30]]), 4);
-    assert.equal(overlapMs([6, 9], [[0, 5], [10, 30]]), 0);
+    assert.equal(
+      overlapMs(
+        [3, 12],
+        [
+          [0, 5],
+          [10, 30],
+        ],
+      ),
+      4,
+    );
+    assert.equal(
+      overlapMs(
+        [6, 9],
+        [
+          [0, 5],
+          [10, 30],
+        ],
+      ),
+      0,
+    );
   });
 
   test("armFigures counts jobs whose wait overlapped an idle worker by the threshold", () => {

@@ -45,7 +45,9 @@ try {
       }
       ms.sort((a, b) => a - b);
       const mean = ms.reduce((a, b) => a + b, 0) / ms.length;
-      log(`${name.padEnd(22)} n=${ms.length} p50 ${percentile(ms, 50).toFixed(2)} ms  p90 ${percentile(ms, 90).toFixed(2)} ms  p99 ${percentile(ms, 99).toFixed(2)} ms  mean ${mean.toFixed(2)} ms`);
+      log(
+        `${name.padEnd(22)} n=${ms.length} p50 ${percentile(ms, 50).toFixed(2)} ms  p90 ${percentile(ms, 90).toFixed(2)} ms  p99 ${percentile(ms, 99).toFixed(2)} ms  mean ${mean.toFixed(2)} ms`,
+      );
     };
     // Alternating rounds, so load from elsewhere on the machine hits both alike.
     for (let round = 1; round <= 2; round++) {

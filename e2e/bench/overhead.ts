@@ -97,7 +97,9 @@ try {
         stopAt = Date.now() + SECONDS * 1_000;
         log("   warm-up done, measuring");
       } else if (counting) {
-        log(`   ${((performance.now() - t0) / 1000).toFixed(0)}s: ${(usefulTokens / ((performance.now() - t0) / 1000)).toFixed(0)} useful tokens/s, ${answered} requests`);
+        log(
+          `   ${((performance.now() - t0) / 1000).toFixed(0)}s: ${(usefulTokens / ((performance.now() - t0) / 1000)).toFixed(0)} useful tokens/s, ${answered} requests`,
+        );
       }
     }, 5_000);
     await Promise.all(Array.from({ length: CONCURRENCY }, loop));

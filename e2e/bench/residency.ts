@@ -229,7 +229,10 @@ async function live(policy: ResidencyPolicy): Promise<LiveResult> {
   });
   clearInterval(progress);
   const seconds = (performance.now() - start) / 1000;
-  const hot = res.snapshot().filter((m) => m.pinnedBy === "traffic").map((m) => m.model);
+  const hot = res
+    .snapshot()
+    .filter((m) => m.pinnedBy === "traffic")
+    .map((m) => m.model);
   const thrash = res.thrashEvents;
   await res.close();
   return { coldLoads, latencies, thrash, evictions, coldStartMs, maxUsedBytes, errors, seconds, hot };

@@ -81,7 +81,10 @@ try {
   const env = { SHOAL_INFERENCE_THREADS: "1", SHOAL_INTRA_OP_THREADS: "2" };
 
   log(`==> 1/3 useful-token fraction: fixed-window vs token-budget, ${SECONDS}s each`);
-  const fixed = await startCluster({ presets: ["mini"], workerEnv: { ...env, SHOAL_BATCH_POLICY: "fixed-window", SHOAL_BATCH_MAX_WAIT_MS: "5", SHOAL_BATCH_MAX_ITEMS: "32" } });
+  const fixed = await startCluster({
+    presets: ["mini"],
+    workerEnv: { ...env, SHOAL_BATCH_POLICY: "fixed-window", SHOAL_BATCH_MAX_WAIT_MS: "5", SHOAL_BATCH_MAX_ITEMS: "32" },
+  });
   clusters.push(fixed);
   const fixedFraction = await usefulFraction(fixed, ragged);
   await fixed.stop();

@@ -7,7 +7,6 @@ const WORDS = (
   "groups near coral reefs tokenizer splits words into pieces contract review agents call nine small models"
 ).split(" ");
 
-
 /** A text of exactly `tokens` tokens (special tokens included) for this tokenizer, or the closest below. */
 export function textOfTokens(tokenizer: TextTokenizer, tokens: number, rand: () => number): { text: string; tokens: number } {
   const words: string[] = [];

@@ -8,15 +8,16 @@ import { ClusterService } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 export type Protocol = "connect" | "connect-json" | "grpc";
 
 /** Connect-node clients for one gateway URL over the given protocol. */
-export function clientsFor(baseUrl: string, protocol: Protocol): {
+export function clientsFor(
+  baseUrl: string,
+  protocol: Protocol,
+): {
   inference: Client<typeof InferenceService>;
   models: Client<typeof ModelService>;
   cluster: Client<typeof ClusterService>;
 } {
   const transport =
-    protocol === "grpc"
-      ? createGrpcTransport({ baseUrl })
-      : createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: protocol === "connect" });
+    protocol === "grpc" ? createGrpcTransport({ baseUrl }) : createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: protocol === "connect" });
   return {
     inference: createClient(InferenceService, transport),
     models: createClient(ModelService, transport),

@@ -58,7 +58,9 @@ export async function writeCatalog(
   const pool = `t${randomBytes(4).toString("hex")}`;
   const dir = await mkdtemp(join(tmpdir(), "shoal-e2e-"));
   const path = join(dir, "catalog.yaml");
-  const extra = Object.entries(modelFields).map(([k, v]) => `\n    ${k}: ${v}`).join("");
+  const extra = Object.entries(modelFields)
+    .map(([k, v]) => `\n    ${k}: ${v}`)
+    .join("");
   const models = dirs.map((d) => `  - path: ${JSON.stringify(d)}\n    pool: ${pool}${extra}`).join("\n");
   await writeFile(path, `pools:\n  ${pool}:\n    intake: ${intake}\n    partitions: ${partitions}\nmodels:\n${models}\n`);
   return { path, pool, dirs };

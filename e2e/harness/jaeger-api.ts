@@ -24,12 +24,7 @@ export async function getTrace(queryUrl: string, traceId: string): Promise<Jaege
 }
 
 /** Polls until `ready(trace)` holds (spans arrive in batches from several services). */
-export async function waitForTrace(
-  queryUrl: string,
-  traceId: string,
-  ready: (t: JaegerTrace) => boolean,
-  timeoutMs = 30_000,
-): Promise<JaegerTrace> {
+export async function waitForTrace(queryUrl: string, traceId: string, ready: (t: JaegerTrace) => boolean, timeoutMs = 30_000): Promise<JaegerTrace> {
   const started = Date.now();
   let last: JaegerTrace | undefined;
   while (Date.now() - started < timeoutMs) {

@@ -20,9 +20,7 @@ export async function scrape(url: string, apiKey?: string): Promise<Scrape> {
 export function total(s: Scrape, name: string, match: Record<string, string> = {}): number {
   const family = s.families.find((f) => f.name === name);
   if (!family) return 0;
-  return family.metrics
-    .filter((m) => Object.entries(match).every(([k, v]) => m.labels?.[k] === v))
-    .reduce((n, m) => n + Number(m.value ?? 0), 0);
+  return family.metrics.filter((m) => Object.entries(match).every(([k, v]) => m.labels?.[k] === v)).reduce((n, m) => n + Number(m.value ?? 0), 0);
 }
 
 /**

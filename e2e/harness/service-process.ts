@@ -82,7 +82,10 @@ export class ServiceProcess {
   }
 
   tail(n = 30): string {
-    return this.logs.slice(-n).map((l) => JSON.stringify(l)).join("\n");
+    return this.logs
+      .slice(-n)
+      .map((l) => JSON.stringify(l))
+      .join("\n");
   }
 
   /** Sends a signal and waits for the exit code (bounded). */

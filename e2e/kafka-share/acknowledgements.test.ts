@@ -131,6 +131,9 @@ test("close() leaves the group at once (ShareGroupDescribe no longer lists the m
   assert.deepEqual(new Set(before.members.map((m) => m.memberId)), new Set([a.memberId, b.memberId]));
   await a.close();
   const afterClose = await describeShareGroup({ brokers }, group);
-  assert.deepEqual(afterClose.members.map((m) => m.memberId), [b.memberId]);
+  assert.deepEqual(
+    afterClose.members.map((m) => m.memberId),
+    [b.memberId],
+  );
   assert.equal(a.metrics().memberEpoch, -1);
 });

@@ -53,18 +53,27 @@ async function topicId(topic: string): Promise<string> {
 }
 
 const acquired = (res: ShareFetchResponse): number =>
-  res.responses.flatMap((t) => t.partitions).flatMap((p) => p.acquiredRecords).reduce((n, r) => n + Number(r.lastOffset - r.firstOffset + 1n), 0);
+  res.responses
+    .flatMap((t) => t.partitions)
+    .flatMap((p) => p.acquiredRecords)
+    .reduce((n, r) => n + Number(r.lastOffset - r.firstOffset + 1n), 0);
 
 test("IncrementalAlterConfigs v1 (GROUP resource), ShareGroupHeartbeat v1 and ShareGroupDescribe v1 answer 0", async () => {
   const group = unique("codec-g");
   const topic = unique("codec-t");
   await createTopic(topic);
   const alter = await setEarliest(group);
-  assert.deepEqual(alter.responses.map((r) => r.errorCode), [0]);
+  assert.deepEqual(
+    alter.responses.map((r) => r.errorCode),
+    [0],
+  );
   const { memberId } = await join(group, topic);
   const described = await call(conn, shareGroupDescribeApi, 1, { groupIds: [group], includeAuthorizedOperations: true });
   assert.equal(described.groups[0]?.errorCode, 0);
-  assert.deepEqual(described.groups[0]?.members.map((m) => m.memberId), [memberId]);
+  assert.deepEqual(
+    described.groups[0]?.members.map((m) => m.memberId),
+    [memberId],
+  );
   assert.equal(described.groups[0]?.members[0]?.assignment.topicPartitions[0]?.topicName, topic);
   const leave = await call(conn, shareGroupHeartbeatApi, 1, { groupId: group, memberId, memberEpoch: -1 });
   assert.equal(leave.errorCode, 0);

@@ -72,7 +72,16 @@ test("maxRecords splits one 100-record producer batch between two consumers (v2 
   const second = await b.fetch({ maxRecords: 10, maxWaitMs: 2_000 });
   assert.equal(second.length, 10, "the second member gets records of the same batch at once");
   const offsetsA = new Set(first.map((r) => r.offset));
-  assert.ok(second.every((r) => !offsetsA.has(r.offset)), "no record acquired twice");
-  assert.deepEqual(values(first), Array.from({ length: 10 }, (_, i) => i));
-  assert.deepEqual(values(second), Array.from({ length: 10 }, (_, i) => i + 10));
+  assert.ok(
+    second.every((r) => !offsetsA.has(r.offset)),
+    "no record acquired twice",
+  );
+  assert.deepEqual(
+    values(first),
+    Array.from({ length: 10 }, (_, i) => i),
+  );
+  assert.deepEqual(
+    values(second),
+    Array.from({ length: 10 }, (_, i) => i + 10),
+  );
 });

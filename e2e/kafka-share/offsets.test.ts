@@ -42,7 +42,10 @@ test("a group that never existed: no partitions without topics, start offset -1 
   const parts = await describeShareGroupOffsets({ brokers }, group, [topic]);
   assert.deepEqual(
     parts.map((p) => [p.topic, p.partition, p.startOffset, p.lag]),
-    [[topic, 0, -1n, undefined], [topic, 1, -1n, undefined]],
+    [
+      [topic, 0, -1n, undefined],
+      [topic, 1, -1n, undefined],
+    ],
   );
 });
 
@@ -73,7 +76,10 @@ test("lag counts records not yet acknowledged, acquired ones included; before th
   await lagReaches(group, topic, 7n); // released: available again, still waiting
 
   const rest = await drain(c, 7, { maxRecords: 10 });
-  assert.deepEqual(rest.map((r) => r.offset), [3n, 4n, 5n, 6n, 7n, 8n, 9n]);
+  assert.deepEqual(
+    rest.map((r) => r.offset),
+    [3n, 4n, 5n, 6n, 7n, 8n, 9n],
+  );
   for (const r of rest) if (r.offset >= 6n) c.acknowledge(r, "accept");
   await c.flush();
   await lagReaches(group, topic, 3n); // 3..5 acquired, not done
@@ -87,5 +93,8 @@ test("lag counts records not yet acknowledged, acquired ones included; before th
   await c.close();
   await lagReaches(group, topic, 5n); // and the state outlives the members
   const all = await describeShareGroupOffsets({ brokers }, group);
-  assert.deepEqual(all.map((p) => [p.topic, p.partition, p.lag]), [[topic, 0, 5n]]);
+  assert.deepEqual(
+    all.map((p) => [p.topic, p.partition, p.lag]),
+    [[topic, 0, 5n]],
+  );
 });

@@ -130,7 +130,11 @@ process.once("SIGTERM", () => void stopAll(0));
 
 try {
   step(`${workers} worker(s)`);
-  await Promise.all(Array.from({ length: workers }, (_, i) => startService("worker", `worker-${i}`, { SHOAL_WORKER_ID: `worker-${i}`, SHOAL_HTTP_PORT: String(9464 + i) }, "worker pulling jobs")));
+  await Promise.all(
+    Array.from({ length: workers }, (_, i) =>
+      startService("worker", `worker-${i}`, { SHOAL_WORKER_ID: `worker-${i}`, SHOAL_HTTP_PORT: String(9464 + i) }, "worker pulling jobs"),
+    ),
+  );
   step("gateway");
   await startService("gateway", "gateway", { SHOAL_PORT: port }, "gateway serving");
   console.log(`
@@ -150,10 +154,16 @@ ${await fleetBanner(`http://127.0.0.1:${port}`)}`);
 
 /** The served models (from ListModels) and a working curl for each task. */
 async function fleetBanner(base: string): Promise<string> {
-  const res = await fetch(`${base}/shoal.v1.ModelService/ListModels`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }).catch(() => undefined);
+  const res = await fetch(`${base}/shoal.v1.ModelService/ListModels`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }).catch(
+    () => undefined,
+  );
   if (!res?.ok) return `(ListModels answered ${res?.status ?? "nothing"}; see the console for the fleet)\n\nCtrl-C stops the gateway and workers.`;
-  const { models = [] } = (await res.json()) as { models?: { id: string; task?: string; dimensions?: number; pinned?: boolean; generated?: boolean; origin?: string }[] };
-  const lines = models.map((m) => `  ${m.id.padEnd(22)} ${(m.task ?? "").replace("TASK_", "").toLowerCase().padEnd(8)} ${m.pinned ? "pinned " : "       "}${m.origin ?? ""}`);
+  const { models = [] } = (await res.json()) as {
+    models?: { id: string; task?: string; dimensions?: number; pinned?: boolean; generated?: boolean; origin?: string }[];
+  };
+  const lines = models.map(
+    (m) => `  ${m.id.padEnd(22)} ${(m.task ?? "").replace("TASK_", "").toLowerCase().padEnd(8)} ${m.pinned ? "pinned " : "       "}${m.origin ?? ""}`,
+  );
   const first = (task: string): string | undefined => models.find((m) => m.task === task && !m.generated)?.id ?? models.find((m) => m.task === task)?.id;
   const call = (method: string, body: object): string =>
     `  curl -s ${base}/shoal.v1.InferenceService/${method} -H 'content-type: application/json' \\\n    -d '${JSON.stringify(body)}' | head -c 300; echo`;

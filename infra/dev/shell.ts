@@ -17,7 +17,9 @@ export const REQUIRED_NODE_MAJOR = 24;
 export function requirePinnedNode(): void {
   const major = Number(process.versions.node.split(".")[0]);
   if (major < REQUIRED_NODE_MAJOR) {
-    process.stderr.write(`Shoal runs on Node ${REQUIRED_NODE_MAJOR}; this is ${process.version}. Run it through npm (npm start, npm test), which uses the pinned node_modules/.bin/node.\n`);
+    process.stderr.write(
+      `Shoal runs on Node ${REQUIRED_NODE_MAJOR}; this is ${process.version}. Run it through npm (npm start, npm test), which uses the pinned node_modules/.bin/node.\n`,
+    );
     process.exit(1);
   }
 }

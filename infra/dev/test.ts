@@ -22,10 +22,7 @@ const args = process.argv.slice(2);
 const unitOnly = args.includes("--unit");
 const chosen = args.filter((a) => !a.startsWith("--"));
 
-const unitFiles = [
-  ...(await findFiles(join(REPO_ROOT, "services"), ".test.ts")),
-  ...(await findFiles(join(REPO_ROOT, "infra"), ".test.ts")),
-];
+const unitFiles = [...(await findFiles(join(REPO_ROOT, "services"), ".test.ts")), ...(await findFiles(join(REPO_ROOT, "infra"), ".test.ts"))];
 const e2eFiles = await findFiles(join(REPO_ROOT, "e2e"), ".test.ts");
 const files = chosen.length > 0 ? chosen : unitOnly ? unitFiles : [...unitFiles, ...e2eFiles];
 const needsBroker = files.some((f) => f.startsWith("e2e"));
@@ -61,11 +58,7 @@ if (needsBroker) {
 let code = 1;
 try {
   step(`running ${files.length} test files`);
-  code = await run(
-    process.execPath,
-    ["--import", "tsx", "--test", "--test-concurrency=1", "--test-timeout=600000", ...files],
-    { env },
-  );
+  code = await run(process.execPath, ["--import", "tsx", "--test", "--test-concurrency=1", "--test-timeout=600000", ...files], { env });
 } finally {
   await broker?.stop();
 }

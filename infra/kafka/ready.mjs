@@ -16,16 +16,16 @@
 // broker that never becomes ready.
 let kafkajs;
 try {
-  kafkajs = (await import('kafkajs')).default;
+  kafkajs = (await import("kafkajs")).default;
 } catch (err) {
   console.error(`ready: cannot load kafkajs (run npm install at the repo root): ${err?.message ?? err}`);
   process.exit(3);
 }
 const { Kafka, logLevel } = kafkajs;
-const host = process.env.KAFKA_HOST || '127.0.0.1';
-const port = process.env.KAFKA_PORT || '9092';
-const expectId = process.env.KAFKA_EXPECT_CLUSTER_ID || '';
-const verbose = process.env.KAFKA_READY_VERBOSE === '1';
+const host = process.env.KAFKA_HOST || "127.0.0.1";
+const port = process.env.KAFKA_PORT || "9092";
+const expectId = process.env.KAFKA_EXPECT_CLUSTER_ID || "";
+const verbose = process.env.KAFKA_READY_VERBOSE === "1";
 
 const deadline = setTimeout(() => {
   if (verbose) console.error(`ready: no answer from ${host}:${port} within 5s`);
@@ -33,7 +33,7 @@ const deadline = setTimeout(() => {
 }, 5000);
 
 const kafka = new Kafka({
-  clientId: 'shoal-kafka-ready',
+  clientId: "shoal-kafka-ready",
   brokers: [`${host}:${port}`],
   connectionTimeout: 1000,
   requestTimeout: 3000,
@@ -47,11 +47,9 @@ try {
   await admin.connect();
   const cluster = await admin.describeCluster();
   if (cluster.brokers.length === 0) {
-    if (verbose) console.error('ready: broker answers but lists no brokers yet');
+    if (verbose) console.error("ready: broker answers but lists no brokers yet");
   } else if (expectId && cluster.clusterId !== expectId) {
-    console.error(
-      `ready: ${host}:${port} belongs to cluster ${cluster.clusterId}, expected ${expectId} (another broker on this port?)`,
-    );
+    console.error(`ready: ${host}:${port} belongs to cluster ${cluster.clusterId}, expected ${expectId} (another broker on this port?)`);
     code = 2;
   } else {
     // Also ask for a group coordinator. On a fresh data dir this makes the
@@ -61,7 +59,7 @@ try {
     // Retry here briefly rather than in a fresh node process per poll.
     for (let i = 0; ; i++) {
       try {
-        await admin.describeGroups(['shoal-kafka-ready-probe']);
+        await admin.describeGroups(["shoal-kafka-ready-probe"]);
         break;
       } catch (err) {
         if (i >= 25) throw err;

@@ -3,18 +3,18 @@
 // session timeout, check that topics are NOT auto-created, delete the topic.
 //
 //   KAFKA_PORT=9092 node infra/kafka/smoke.mjs     (exit 0 = all good)
-import kafkajs from 'kafkajs'; // CommonJS package: take the default export
+import kafkajs from "kafkajs"; // CommonJS package: take the default export
 
-process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= '1'; // read when the producer is created
+process.env.KAFKAJS_NO_PARTITIONER_WARNING ??= "1"; // read when the producer is created
 
 const { Kafka, logLevel } = kafkajs;
-const port = process.env.KAFKA_PORT || '9092';
+const port = process.env.KAFKA_PORT || "9092";
 const t0 = performance.now();
 const ms = () => `${Math.round(performance.now() - t0)}ms`;
 const step = (msg) => console.log(`[${ms()}] ${msg}`);
 
 const kafka = new Kafka({
-  clientId: 'shoal-kafka-smoke',
+  clientId: "shoal-kafka-smoke",
   brokers: [`127.0.0.1:${port}`],
   logLevel: logLevel.WARN,
 });
@@ -32,7 +32,7 @@ const watchdog = setTimeout(() => {
 try {
   await admin.connect();
   const cluster = await admin.describeCluster();
-  step(`cluster ${cluster.clusterId}, brokers ${cluster.brokers.map((b) => `${b.host}:${b.port}`).join(',')}`);
+  step(`cluster ${cluster.clusterId}, brokers ${cluster.brokers.map((b) => `${b.host}:${b.port}`).join(",")}`);
 
   await admin.createTopics({ topics: [{ topic, numPartitions: 4, replicationFactor: 1 }], waitForLeaders: true });
   const [meta] = (await admin.fetchTopicMetadata({ topics: [topic] })).topics;
@@ -41,7 +41,7 @@ try {
 
   await producer.connect();
   const value = `hello ${new Date().toISOString()}`;
-  const [rec] = await producer.send({ topic, messages: [{ key: 'k1', value }] });
+  const [rec] = await producer.send({ topic, messages: [{ key: "k1", value }] });
   step(`produced to partition ${rec.partition} offset ${rec.baseOffset}`);
 
   await consumer.connect();
@@ -56,7 +56,7 @@ try {
   const missing = `${topic}-missing`;
   let created = true;
   // Own quiet client: kafkajs logs the (expected) UNKNOWN_TOPIC error at ERROR.
-  const quiet = new Kafka({ clientId: 'shoal-kafka-smoke', brokers: [`127.0.0.1:${port}`], logLevel: logLevel.NOTHING }).admin();
+  const quiet = new Kafka({ clientId: "shoal-kafka-smoke", brokers: [`127.0.0.1:${port}`], logLevel: logLevel.NOTHING }).admin();
   await quiet.connect();
   try {
     await quiet.fetchTopicMetadata({ topics: [missing] });
@@ -66,14 +66,14 @@ try {
     await quiet.disconnect();
   }
   const listed = (await admin.listTopics()).includes(missing);
-  if (created || listed) throw new Error('broker auto-created a topic');
-  step('unknown topic was not auto-created');
+  if (created || listed) throw new Error("broker auto-created a topic");
+  step("unknown topic was not auto-created");
 
   // Leave the group first: deleting a topic under a live consumer only makes noise.
   await consumer.disconnect();
   await producer.disconnect();
   await admin.deleteTopics({ topics: [topic] });
-  step('deleted topic; OK');
+  step("deleted topic; OK");
 } catch (err) {
   console.error(`[${ms()}] FAIL: ${err?.stack ?? err}`);
   process.exitCode = 1;

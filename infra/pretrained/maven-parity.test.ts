@@ -14,22 +14,22 @@
  * First run: the jars through Maven (~300 MB on a cold ~/.m2) and the venv (~30 s); later runs
  * reuse both. Skipped only with SHOAL_SKIP_PRETRAINED=1.
  */
-import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { readModelDir, type EmbedModelSpec } from '../../services/common/src/model-manifest.ts';
-import { createInferenceThreads } from '../../services/worker/src/runtime/inference-threads.ts';
-import { l2normalize } from '../../services/worker/src/runtime/l2-normalize.ts';
-import { createTextTokenizer } from '../../services/worker/src/runtime/text-tokenizer.ts';
-import { BGE_QUERY_INSTRUCTION, ensureMavenModel, MAVEN_EMBEDDERS } from '../models/src/maven-models.ts';
-import { ensurePythonEnv, runLogged } from '../models/src/python-env.ts';
+import assert from "node:assert/strict";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { readModelDir, type EmbedModelSpec } from "../../services/common/src/model-manifest.ts";
+import { createInferenceThreads } from "../../services/worker/src/runtime/inference-threads.ts";
+import { l2normalize } from "../../services/worker/src/runtime/l2-normalize.ts";
+import { createTextTokenizer } from "../../services/worker/src/runtime/text-tokenizer.ts";
+import { BGE_QUERY_INSTRUCTION, ensureMavenModel, MAVEN_EMBEDDERS } from "../models/src/maven-models.ts";
+import { ensurePythonEnv, runLogged } from "../models/src/python-env.ts";
 
-const HERE = fileURLToPath(new URL('./', import.meta.url));
-const SENTENCES_FILE = join(HERE, 'sentences.json');
-const REQUIREMENTS = join(HERE, 'requirements-onnx.txt');
+const HERE = fileURLToPath(new URL("./", import.meta.url));
+const SENTENCES_FILE = join(HERE, "sentences.json");
+const REQUIREMENTS = join(HERE, "requirements-onnx.txt");
 /** Same file on both sides: only float summation order differs. */
 const MIN_COSINE = 0.9999;
 /**
@@ -48,10 +48,10 @@ const MIN_COSINE_QUANTIZED_PADDED = 0.95;
 const MIN_MARGIN = 0.1;
 
 /** What the model cards say, written here independently of maven-models.ts to check its manifests. */
-const CARDS: Record<string, { pooling: 'mean' | 'cls'; maxLength: number; query?: string; passage?: string }> = {
-  'all-minilm-l6-v2': { pooling: 'mean', maxLength: 256 },
-  'bge-small-en-v1.5': { pooling: 'cls', maxLength: 512, query: 'Represent this sentence for searching relevant passages: ' },
-  'e5-small-v2': { pooling: 'mean', maxLength: 512, query: 'query: ', passage: 'passage: ' },
+const CARDS: Record<string, { pooling: "mean" | "cls"; maxLength: number; query?: string; passage?: string }> = {
+  "all-minilm-l6-v2": { pooling: "mean", maxLength: 256 },
+  "bge-small-en-v1.5": { pooling: "cls", maxLength: 512, query: "Represent this sentence for searching relevant passages: " },
+  "e5-small-v2": { pooling: "mean", maxLength: 512, query: "query: ", passage: "passage: " },
 };
 
 interface Reference {
@@ -59,8 +59,10 @@ interface Reference {
   models: Record<string, { inputIds: number[][]; embeddings: number[][] }>;
 }
 
-const skip = process.env['SHOAL_SKIP_PRETRAINED'] === '1' ? 'SHOAL_SKIP_PRETRAINED=1' : false;
-const log = (line: string): void => { process.stderr.write(`${line}\n`); };
+const skip = process.env["SHOAL_SKIP_PRETRAINED"] === "1" ? "SHOAL_SKIP_PRETRAINED=1" : false;
+const log = (line: string): void => {
+  process.stderr.write(`${line}\n`);
+};
 
 function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let dot = 0;
@@ -74,9 +76,9 @@ function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
   return dot / Math.sqrt(na * nb);
 }
 
-const card = (id: string) => CARDS[id.replace(/-q$/, '')]!;
+const card = (id: string) => CARDS[id.replace(/-q$/, "")]!;
 
-describe('Maven-fetched embedders match a reference run of the same ONNX file', { skip }, () => {
+describe("Maven-fetched embedders match a reference run of the same ONNX file", { skip }, () => {
   let work: string;
   let sentences: string[];
   let related: [number, number, number][];
@@ -84,43 +86,53 @@ describe('Maven-fetched embedders match a reference run of the same ONNX file', 
   const specs = new Map<string, EmbedModelSpec>();
   const figures: string[] = [];
 
-  before(async () => {
-    const t0 = performance.now();
-    for (const m of MAVEN_EMBEDDERS) {
-      const spec = await readModelDir(await ensureMavenModel(m.id, { log }));
-      assert.ok(spec.task === 'embed');
-      specs.set(m.id, spec);
-    }
-    log(`models ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-    const env = await ensurePythonEnv('onnx-reference', REQUIREMENTS, { log });
-    const set = JSON.parse(await readFile(SENTENCES_FILE, 'utf8')) as { sentences: string[]; related: [number, number, number][] };
-    ({ sentences, related } = set);
-    work = await mkdtemp(join(tmpdir(), 'shoal-maven-parity-'));
-    const jobs = MAVEN_EMBEDDERS.map((m) => ({
-      id: m.id,
-      model: specs.get(m.id)!.modelPath,
-      tokenizer: specs.get(m.id)!.tokenizerPath,
-      pooling: card(m.id).pooling,
-      maxLength: card(m.id).maxLength,
-      prompt: card(m.id).query ?? '',
-    }));
-    await writeFile(join(work, 'jobs.json'), JSON.stringify(jobs));
-    await runLogged(env.python, ['-B', join(HERE, 'reference_onnx.py'), '--jobs', join(work, 'jobs.json'),
-      '--sentences', SENTENCES_FILE, '--out', join(work, 'reference.json')], { log });
-    reference = JSON.parse(await readFile(join(work, 'reference.json'), 'utf8')) as Reference;
-    log(`reference (${Object.entries(reference.versions).map(([k, v]) => `${k} ${v}`).join(', ')}) ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-  }, { timeout: 30 * 60_000 });
+  before(
+    async () => {
+      const t0 = performance.now();
+      for (const m of MAVEN_EMBEDDERS) {
+        const spec = await readModelDir(await ensureMavenModel(m.id, { log }));
+        assert.ok(spec.task === "embed");
+        specs.set(m.id, spec);
+      }
+      log(`models ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+      const env = await ensurePythonEnv("onnx-reference", REQUIREMENTS, { log });
+      const set = JSON.parse(await readFile(SENTENCES_FILE, "utf8")) as { sentences: string[]; related: [number, number, number][] };
+      ({ sentences, related } = set);
+      work = await mkdtemp(join(tmpdir(), "shoal-maven-parity-"));
+      const jobs = MAVEN_EMBEDDERS.map((m) => ({
+        id: m.id,
+        model: specs.get(m.id)!.modelPath,
+        tokenizer: specs.get(m.id)!.tokenizerPath,
+        pooling: card(m.id).pooling,
+        maxLength: card(m.id).maxLength,
+        prompt: card(m.id).query ?? "",
+      }));
+      await writeFile(join(work, "jobs.json"), JSON.stringify(jobs));
+      await runLogged(
+        env.python,
+        ["-B", join(HERE, "reference_onnx.py"), "--jobs", join(work, "jobs.json"), "--sentences", SENTENCES_FILE, "--out", join(work, "reference.json")],
+        { log },
+      );
+      reference = JSON.parse(await readFile(join(work, "reference.json"), "utf8")) as Reference;
+      log(
+        `reference (${Object.entries(reference.versions)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(", ")}) ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+      );
+    },
+    { timeout: 30 * 60_000 },
+  );
 
   after(async () => {
-    if (figures.length > 0) log(`\nparity (lowest cosine over ${sentences.length} sentences):\n${figures.join('\n')}`);
+    if (figures.length > 0) log(`\nparity (lowest cosine over ${sentences.length} sentences):\n${figures.join("\n")}`);
     if (work) await rm(work, { recursive: true, force: true });
   });
 
-  it('declares the model cards\' pooling, length, prompts and normalisation in each manifest', () => {
+  it("declares the model cards' pooling, length, prompts and normalisation in each manifest", () => {
     for (const m of MAVEN_EMBEDDERS) {
       const spec = specs.get(m.id)!;
       const want = card(m.id);
-      assert.equal(spec.origin, 'pretrained', m.id);
+      assert.equal(spec.origin, "pretrained", m.id);
       assert.equal(spec.pooling, want.pooling, m.id);
       assert.equal(spec.maxSequenceLength, want.maxLength, m.id);
       assert.equal(spec.normalize, true, m.id);
@@ -128,7 +140,7 @@ describe('Maven-fetched embedders match a reference run of the same ONNX file', 
       assert.equal(spec.matryoshka, false, m.id);
       assert.deepEqual(spec.prompts, { query: want.query, passage: want.passage }, m.id);
     }
-    assert.equal(card('bge-small-en-v1.5').query, BGE_QUERY_INSTRUCTION);
+    assert.equal(card("bge-small-en-v1.5").query, BGE_QUERY_INSTRUCTION);
   });
 
   for (const m of MAVEN_EMBEDDERS) {
@@ -136,7 +148,7 @@ describe('Maven-fetched embedders match a reference run of the same ONNX file', 
       const spec = specs.get(m.id)!;
       const ref = reference.models[m.id]!;
       const tokenizer = await createTextTokenizer(spec);
-      const prompt = spec.prompts.query ?? '';
+      const prompt = spec.prompts.query ?? "";
       const ids = sentences.map((s) => tokenizer.encode(prompt + s, { truncate: true }).ids);
       for (const [i, got] of ids.entries()) {
         assert.deepEqual(Array.from(got), ref.inputIds[i], `${m.id} sentence ${i}: ${JSON.stringify(sentences[i]!.slice(0, 60))}`);
@@ -153,18 +165,18 @@ describe('Maven-fetched embedders match a reference run of the same ONNX file', 
           const out = await threads.run(groups.map((g) => ({ ids: g.map((i) => ids[i]!) })));
           l2normalize(out.vectors, spec.dimensions);
           vectors = groups.flat().map((_, row) => out.vectors.slice(row * spec.dimensions, (row + 1) * spec.dimensions));
-          if (layout === 'alone') alone = vectors;
+          if (layout === "alone") alone = vectors;
           const cosines = vectors.map((v, i) => cosine(v, ref.embeddings[i]!));
           const worst = Math.min(...cosines);
           lows.push(`${layout} ${worst > 0.9999 ? `1 - ${(1 - worst).toExponential(1)}` : worst.toFixed(4)}`);
           // Dynamic int8 quantisation scales activations per tensor, over the whole batch padding
           // included, so a padded batch moves a quantized model's vectors (not an fp32 one's).
-          const bound = m.quantized && layout === 'padded' ? MIN_COSINE_QUANTIZED_PADDED : MIN_COSINE;
+          const bound = m.quantized && layout === "padded" ? MIN_COSINE_QUANTIZED_PADDED : MIN_COSINE;
           failures.push(...cosines.flatMap((c, i) => (c >= bound ? [] : [`${layout}, sentence ${i}: cosine ${c} < ${bound}`])));
         }
-        let line = `  ${m.id.padEnd(20)} vs same ONNX in Python: ${lows.join(', ')}`;
+        let line = `  ${m.id.padEnd(20)} vs same ONNX in Python: ${lows.join(", ")}`;
         if (m.quantized) {
-          const fp32 = reference.models[m.id.replace(/-q$/, '')]!;
+          const fp32 = reference.models[m.id.replace(/-q$/, "")]!;
           const cosines = alone.map((v, i) => cosine(v, fp32.embeddings[i]!));
           const worst = Math.min(...cosines);
           line += `; vs fp32 ${worst.toFixed(4)} (mean ${(cosines.reduce((a, b) => a + b, 0) / cosines.length).toFixed(4)})`;

@@ -4,9 +4,9 @@
  * lock is a directory (mkdir is atomic) holding the owner's pid; a lock whose owner is gone is
  * taken over. Builds stay correct without it (temporary sibling + rename); it only saves work.
  */
-import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 
 const POLL_MS = 2_000;
 /** A lock directory without a pid file this old was left by a crash between mkdir and write. */
@@ -17,13 +17,13 @@ function alive(pid: number): boolean {
     process.kill(pid, 0);
     return true;
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+    return (err as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 
 /** Whether the lock at `path` has no living owner. */
 async function stale(path: string): Promise<boolean> {
-  const pid = Number.parseInt(await readFile(join(path, 'pid'), 'utf8').catch(() => ''), 10);
+  const pid = Number.parseInt(await readFile(join(path, "pid"), "utf8").catch(() => ""), 10);
   if (Number.isSafeInteger(pid) && pid > 0) return !alive(pid);
   const info = await stat(path).catch(() => undefined);
   return info !== undefined && Date.now() - info.mtimeMs > ORPHAN_MS;
@@ -41,7 +41,7 @@ export async function withBuildLock<T>(path: string, fn: () => Promise<T>, onWai
       await mkdir(path);
       break;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     }
     if (await stale(path)) {
       await rm(path, { recursive: true, force: true });
@@ -49,13 +49,13 @@ export async function withBuildLock<T>(path: string, fn: () => Promise<T>, onWai
     }
     if (!waited) {
       waited = true;
-      const pid = await readFile(join(path, 'pid'), 'utf8').catch(() => '?');
+      const pid = await readFile(join(path, "pid"), "utf8").catch(() => "?");
       onWait?.(`process ${pid.trim()} (${path})`);
     }
     await sleep(POLL_MS);
   }
   try {
-    await writeFile(join(path, 'pid'), `${process.pid}\n`);
+    await writeFile(join(path, "pid"), `${process.pid}\n`);
     return await fn();
   } finally {
     await rm(path, { recursive: true, force: true });

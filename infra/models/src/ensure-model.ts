@@ -4,24 +4,24 @@
  * A directory is built in a temporary sibling, gets a `.complete` marker, and is then renamed
  * into place, so readers never see a half-written model and concurrent builders are safe.
  */
-import { randomBytes } from 'node:crypto';
-import { access, mkdir, rename, rm, writeFile } from 'node:fs/promises';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
-import type { PresetName } from './presets.ts';
-import { GENERATOR_VERSION, getPreset } from './presets.ts';
-import type { WriteOptions } from './write-model-dir.ts';
-import { writeModelDir } from './write-model-dir.ts';
+import { randomBytes } from "node:crypto";
+import { access, mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import type { PresetName } from "./presets.ts";
+import { GENERATOR_VERSION, getPreset } from "./presets.ts";
+import type { WriteOptions } from "./write-model-dir.ts";
+import { writeModelDir } from "./write-model-dir.ts";
 
-export const COMPLETE_MARKER = '.complete';
+export const COMPLETE_MARKER = ".complete";
 
 /** `${SHOAL_CACHE:-$HOME/.cache/shoal}`: models, Python environments and other build products. */
 export function shoalCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
-  return env.SHOAL_CACHE && env.SHOAL_CACHE !== '' ? env.SHOAL_CACHE : join(homedir(), '.cache', 'shoal');
+  return env.SHOAL_CACHE && env.SHOAL_CACHE !== "" ? env.SHOAL_CACHE : join(homedir(), ".cache", "shoal");
 }
 
 export function modelCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
-  return join(shoalCacheRoot(env), 'models');
+  return join(shoalCacheRoot(env), "models");
 }
 
 export function cachedModelDir(preset: PresetName | string, root: string = modelCacheRoot()): string {
@@ -54,7 +54,11 @@ const inFlight = new Map<string, Promise<string>>();
 export function ensureModel(preset: PresetName | string, options: EnsureOptions = {}): Promise<string> {
   const dir = cachedModelDir(preset, options.root ?? modelCacheRoot());
   const pending = inFlight.get(dir);
-  if (pending) return pending.then((d) => { options.onResult?.(false); return d; });
+  if (pending)
+    return pending.then((d) => {
+      options.onResult?.(false);
+      return d;
+    });
   const p = ensureUncoordinated(preset, dir, options).finally(() => inFlight.delete(dir));
   inFlight.set(dir, p);
   return p;
@@ -65,10 +69,10 @@ async function ensureUncoordinated(preset: string, dir: string, options: EnsureO
     options.onResult?.(false);
     return dir;
   }
-  const root = join(dir, '..');
+  const root = join(dir, "..");
   await mkdir(root, { recursive: true });
   let built = false;
-  const tmp = join(root, `.tmp-${getPreset(preset).name}-${process.pid}-${randomBytes(4).toString('hex')}`);
+  const tmp = join(root, `.tmp-${getPreset(preset).name}-${process.pid}-${randomBytes(4).toString("hex")}`);
   try {
     const result = await writeModelDir(getPreset(preset), tmp, options);
     const marker = {
@@ -93,12 +97,12 @@ async function moveIntoPlace(tmp: string, dir: string): Promise<boolean> {
     return true;
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code !== 'EEXIST' && code !== 'ENOTEMPTY') throw err;
+    if (code !== "EEXIST" && code !== "ENOTEMPTY") throw err;
   }
   // Someone else got there first. If theirs is complete, keep it (ours is identical).
   if (await isCompleteModelDir(dir)) return false;
   // A stale, incomplete directory (not written by this module): move it aside and retry once.
-  const stale = `${dir}.stale-${process.pid}-${randomBytes(4).toString('hex')}`;
+  const stale = `${dir}.stale-${process.pid}-${randomBytes(4).toString("hex")}`;
   await rename(dir, stale);
   await rm(stale, { recursive: true, force: true });
   await rename(tmp, dir);

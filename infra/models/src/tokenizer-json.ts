@@ -4,7 +4,7 @@
  * bert-base-uncased / all-MiniLM-L6-v2, so the Rust library, Python and @huggingface/tokenizers
  * all load it.
  */
-import { CONTINUATION_PREFIX, SPECIAL_TOKENS } from './vocab.ts';
+import { CONTINUATION_PREFIX, SPECIAL_TOKENS } from "./vocab.ts";
 
 interface AddedTokenJson {
   id: number;
@@ -26,34 +26,32 @@ export function buildTokenizerJson(vocab: readonly string[]): Record<string, unk
     if (vocab[s.id] !== s.token) throw new Error(`vocabulary id ${s.id} is not ${s.token}`);
   }
   const vocabObject: Record<string, number> = {};
-  vocab.forEach((token, id) => { vocabObject[token] = id; });
+  vocab.forEach((token, id) => {
+    vocabObject[token] = id;
+  });
   const cls = SPECIAL_TOKENS.cls;
   const sep = SPECIAL_TOKENS.sep;
   return {
-    version: '1.0',
+    version: "1.0",
     truncation: null,
     padding: null,
     added_tokens: specials.map((s) => specialToken(s.id, s.token)),
     normalizer: {
-      type: 'BertNormalizer',
+      type: "BertNormalizer",
       clean_text: true,
       handle_chinese_chars: true,
       strip_accents: null, // null = follow `lowercase` (BERT uncased): accents are stripped
       lowercase: true,
     },
-    pre_tokenizer: { type: 'BertPreTokenizer' },
+    pre_tokenizer: { type: "BertPreTokenizer" },
     post_processor: {
-      type: 'TemplateProcessing',
-      single: [
-        { SpecialToken: { id: cls.token, type_id: 0 } },
-        { Sequence: { id: 'A', type_id: 0 } },
-        { SpecialToken: { id: sep.token, type_id: 0 } },
-      ],
+      type: "TemplateProcessing",
+      single: [{ SpecialToken: { id: cls.token, type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: sep.token, type_id: 0 } }],
       pair: [
         { SpecialToken: { id: cls.token, type_id: 0 } },
-        { Sequence: { id: 'A', type_id: 0 } },
+        { Sequence: { id: "A", type_id: 0 } },
         { SpecialToken: { id: sep.token, type_id: 0 } },
-        { Sequence: { id: 'B', type_id: 1 } },
+        { Sequence: { id: "B", type_id: 1 } },
         { SpecialToken: { id: sep.token, type_id: 1 } },
       ],
       special_tokens: {
@@ -61,9 +59,9 @@ export function buildTokenizerJson(vocab: readonly string[]): Record<string, unk
         [sep.token]: { id: sep.token, ids: [sep.id], tokens: [sep.token] },
       },
     },
-    decoder: { type: 'WordPiece', prefix: CONTINUATION_PREFIX, cleanup: true },
+    decoder: { type: "WordPiece", prefix: CONTINUATION_PREFIX, cleanup: true },
     model: {
-      type: 'WordPiece',
+      type: "WordPiece",
       unk_token: SPECIAL_TOKENS.unk.token,
       continuing_subword_prefix: CONTINUATION_PREFIX,
       max_input_chars_per_word: 100,
@@ -75,7 +73,7 @@ export function buildTokenizerJson(vocab: readonly string[]): Record<string, unk
 /** tokenizer_config.json as `transformers` writes it for a BERT uncased tokenizer. */
 export function buildTokenizerConfig(modelMaxLength: number): Record<string, unknown> {
   return {
-    tokenizer_class: 'BertTokenizer',
+    tokenizer_class: "BertTokenizer",
     do_lower_case: true,
     tokenize_chinese_chars: true,
     strip_accents: null,

@@ -12,36 +12,59 @@
  */
 
 export const SPECIAL_TOKENS = {
-  pad: { token: '[PAD]', id: 0 },
-  unk: { token: '[UNK]', id: 100 },
-  cls: { token: '[CLS]', id: 101 },
-  sep: { token: '[SEP]', id: 102 },
-  mask: { token: '[MASK]', id: 103 },
+  pad: { token: "[PAD]", id: 0 },
+  unk: { token: "[UNK]", id: 100 },
+  cls: { token: "[CLS]", id: 101 },
+  sep: { token: "[SEP]", id: 102 },
+  mask: { token: "[MASK]", id: 103 },
 } as const;
 
 export const BERT_VOCAB_SIZE = 30522;
-export const CONTINUATION_PREFIX = '##';
+export const CONTINUATION_PREFIX = "##";
 
-const LETTERS = 'abcdefghijklmnopqrstuvwxyz';
-const DIGITS = '0123456789';
-const ASCII_PUNCTUATION = '!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~';
+const LETTERS = "abcdefghijklmnopqrstuvwxyz";
+const DIGITS = "0123456789";
+const ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
 /** Unicode punctuation that BertPreTokenizer splits off as single-character words. */
-const UNICODE_PUNCTUATION = '‘’‚“”„–—…«»¡¿·•†‡‰′″';
+const UNICODE_PUNCTUATION = "‘’‚“”„–—…«»¡¿·•†‡‰′″";
 /** Letters that survive lowercasing + accent stripping (NFD + drop combining marks). */
-const EXTRA_LATIN = 'ßæøœðþłđıħ';
+const EXTRA_LATIN = "ßæøœðþłđıħ";
 const GREEK = range(0x03b1, 0x03c9); // α..ω (includes final sigma ς)
 const CYRILLIC = range(0x0430, 0x044f); // а..я
-const SYMBOLS = '€£¥¢°©®±×÷µ§¶¤';
+const SYMBOLS = "€£¥¢°©®±×÷µ§¶¤";
 
 /** Relative English letter frequencies (percent), used only to rank trigrams for trimming. */
 const LETTER_FREQUENCY: Readonly<Record<string, number>> = {
-  e: 12.7, t: 9.06, a: 8.17, o: 7.51, i: 6.97, n: 6.75, s: 6.33, h: 6.09, r: 5.99,
-  d: 4.25, l: 4.03, c: 2.78, u: 2.76, m: 2.41, w: 2.36, f: 2.23, g: 2.02, y: 1.97,
-  p: 1.93, b: 1.29, v: 0.98, k: 0.77, j: 0.15, x: 0.15, q: 0.1, z: 0.07,
+  e: 12.7,
+  t: 9.06,
+  a: 8.17,
+  o: 7.51,
+  i: 6.97,
+  n: 6.75,
+  s: 6.33,
+  h: 6.09,
+  r: 5.99,
+  d: 4.25,
+  l: 4.03,
+  c: 2.78,
+  u: 2.76,
+  m: 2.41,
+  w: 2.36,
+  f: 2.23,
+  g: 2.02,
+  y: 1.97,
+  p: 1.93,
+  b: 1.29,
+  v: 0.98,
+  k: 0.77,
+  j: 0.15,
+  x: 0.15,
+  q: 0.1,
+  z: 0.07,
 };
 
 function range(from: number, to: number): string {
-  let s = '';
+  let s = "";
   for (let c = from; c <= to; c++) s += String.fromCodePoint(c);
   return s;
 }
@@ -59,10 +82,12 @@ function freq(ch: string): number {
 /** All letter trigrams ranked by descending frequency score, ties broken alphabetically. */
 function rankedTrigrams(): string[] {
   const all: { t: string; score: number }[] = [];
-  for (const a of LETTERS) for (const b of LETTERS) for (const c of LETTERS) {
-    all.push({ t: a + b + c, score: freq(a) * freq(b) * freq(c) });
-  }
-  all.sort((x, y) => (y.score - x.score) || (x.t < y.t ? -1 : x.t > y.t ? 1 : 0));
+  for (const a of LETTERS)
+    for (const b of LETTERS)
+      for (const c of LETTERS) {
+        all.push({ t: a + b + c, score: freq(a) * freq(b) * freq(c) });
+      }
+  all.sort((x, y) => y.score - x.score || (x.t < y.t ? -1 : x.t > y.t ? 1 : 0));
   return all.map((e) => e.t);
 }
 
@@ -76,10 +101,7 @@ export function buildVocab(targetSize: number = BERT_VOCAB_SIZE): string[] {
   vocab[102] = SPECIAL_TOKENS.sep.token;
   vocab[103] = SPECIAL_TOKENS.mask.token;
 
-  const wordChars = [
-    ...chars(LETTERS), ...chars(DIGITS), ...chars(EXTRA_LATIN),
-    ...chars(GREEK), ...chars(CYRILLIC), ...chars(SYMBOLS),
-  ];
+  const wordChars = [...chars(LETTERS), ...chars(DIGITS), ...chars(EXTRA_LATIN), ...chars(GREEK), ...chars(CYRILLIC), ...chars(SYMBOLS)];
   const punctuation = [...chars(ASCII_PUNCTUATION), ...chars(UNICODE_PUNCTUATION)];
   vocab.push(...wordChars, ...punctuation);
   vocab.push(...wordChars.map((c) => CONTINUATION_PREFIX + c));

@@ -1,18 +1,18 @@
 /** Writes a complete Shoal model directory for a preset. */
-import { createHash } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { buildBertGraph, INPUT_NAMES, LOGITS_OUTPUT_NAME, OUTPUT_NAME } from './bert-graph.ts';
-import type { ShoalModelManifest } from './manifest.ts';
-import { estimateMemoryBytes, MANIFEST_FILE, MANIFEST_FORMAT_VERSION } from './manifest.ts';
-import type { BertPreset } from './presets.ts';
-import { GENERATOR_NAME, GENERATOR_VERSION } from './presets.ts';
-import { buildTokenizerConfig, buildTokenizerJson } from './tokenizer-json.ts';
-import { buildVocab } from './vocab.ts';
+import { createHash } from "node:crypto";
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { buildBertGraph, INPUT_NAMES, LOGITS_OUTPUT_NAME, OUTPUT_NAME } from "./bert-graph.ts";
+import type { ShoalModelManifest } from "./manifest.ts";
+import { estimateMemoryBytes, MANIFEST_FILE, MANIFEST_FORMAT_VERSION } from "./manifest.ts";
+import type { BertPreset } from "./presets.ts";
+import { GENERATOR_NAME, GENERATOR_VERSION } from "./presets.ts";
+import { buildTokenizerConfig, buildTokenizerJson } from "./tokenizer-json.ts";
+import { buildVocab } from "./vocab.ts";
 
-export const MODEL_FILE = 'model.onnx';
-export const TOKENIZER_FILE = 'tokenizer.json';
-export const TOKENIZER_CONFIG_FILE = 'tokenizer_config.json';
+export const MODEL_FILE = "model.onnx";
+export const TOKENIZER_FILE = "tokenizer.json";
+export const TOKENIZER_CONFIG_FILE = "tokenizer_config.json";
 
 export interface WrittenFile {
   name: string;
@@ -43,7 +43,7 @@ export function buildManifest(preset: BertPreset, weightBytes: number): ShoalMod
     return {
       formatVersion: MANIFEST_FORMAT_VERSION,
       id: preset.id,
-      task: 'embed',
+      task: "embed",
       dimensions: preset.hidden,
       maxSequenceLength: preset.maxSequenceLength,
       pooling: preset.pooling,
@@ -57,8 +57,8 @@ export function buildManifest(preset: BertPreset, weightBytes: number): ShoalMod
   const shape = { hiddenSize: preset.hidden, maxSequenceLength: preset.maxSequenceLength };
   const rest = { onnx: { ...onnx, output: LOGITS_OUTPUT_NAME }, tokenizer: TOKENIZER_FILE, memoryBytes, source };
   const start = { formatVersion: MANIFEST_FORMAT_VERSION, id: preset.id } as const;
-  if (head.task === 'rerank') return { ...start, task: 'rerank', ...shape, scoreActivation: head.scoreActivation, ...rest };
-  return { ...start, task: 'classify', ...shape, labels: [...head.labels], problemType: head.problemType, ...rest };
+  if (head.task === "rerank") return { ...start, task: "rerank", ...shape, scoreActivation: head.scoreActivation, ...rest };
+  return { ...start, task: "classify", ...shape, labels: [...head.labels], problemType: head.problemType, ...rest };
 }
 
 export function formatBytes(n: number): string {
@@ -74,9 +74,9 @@ export async function writeModelDir(preset: BertPreset, dir: string, options: Wr
   await mkdir(dir, { recursive: true });
   const files: WrittenFile[] = [];
   const write = async (name: string, data: Uint8Array | string): Promise<void> => {
-    const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+    const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : data;
     await writeFile(join(dir, name), bytes);
-    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    const sha256 = createHash("sha256").update(bytes).digest("hex");
     files.push({ name, bytes: bytes.byteLength, sha256 });
     log(`  wrote ${name}: ${formatBytes(bytes.byteLength)} (sha256 ${sha256.slice(0, 12)}) [${elapsed()}]`);
   };
@@ -86,13 +86,13 @@ export async function writeModelDir(preset: BertPreset, dir: string, options: Wr
   await write(TOKENIZER_FILE, `${JSON.stringify(buildTokenizerJson(vocab), null, 2)}\n`);
   await write(TOKENIZER_CONFIG_FILE, `${JSON.stringify(buildTokenizerConfig(preset.maxSequenceLength), null, 2)}\n`);
 
-  const head = preset.head === undefined ? '' : `, ${preset.head.task} head`;
+  const head = preset.head === undefined ? "" : `, ${preset.head.task} head`;
   log(`[2/3] ONNX graph: ${preset.layers} layers, hidden ${preset.hidden}, ${preset.heads} heads, FFN ${preset.intermediate}${head}`);
   const graph = buildBertGraph(preset);
   log(`  ${graph.nodeCount} nodes, ${(graph.parameterCount / 1e6).toFixed(2)}M parameters [${elapsed()}]`);
   await write(MODEL_FILE, graph.bytes);
 
-  log('[3/3] manifest');
+  log("[3/3] manifest");
   const manifest = buildManifest(preset, graph.weightBytes);
   await write(MANIFEST_FILE, `${JSON.stringify(manifest, null, 2)}\n`);
 

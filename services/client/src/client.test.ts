@@ -6,13 +6,7 @@ import { after, before, beforeEach, describe, test } from "node:test";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Task } from "@shoal/gen/shoal/v1/common_pb.ts";
-import {
-  InferenceService,
-  VectorEncoding,
-  type ClassifyRequest,
-  type EmbedRequest,
-  type RerankRequest,
-} from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { InferenceService, VectorEncoding, type ClassifyRequest, type EmbedRequest, type RerankRequest } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { createShoalClient, type Protocol, type RetryInfo } from "./index.ts";
 
@@ -74,9 +68,7 @@ class FakeServer {
           model: req.model,
           embeddings: req.inputs.map((text, index) => {
             const v = new Float32Array(expectedVector(text));
-            return packed
-              ? { index, float32Le: new Uint8Array(v.buffer), tokens: text.length }
-              : { index, values: Array.from(v), tokens: text.length };
+            return packed ? { index, float32Le: new Uint8Array(v.buffer), tokens: text.length } : { index, values: Array.from(v), tokens: text.length };
           }),
           usage: { promptTokens: req.inputs.length * 3, totalTokens: req.inputs.length * 3 },
         };
@@ -183,7 +175,13 @@ describe("Shoal client against a fake-server double (real Connect server on port
       });
       const res = await client.embed("fake-embedder", ["a-1", "bb-2"]);
       assert.equal(server.calls.length, 3, "two failures + one success");
-      assert.deepEqual(retries.map((r) => [r.attempt, r.error.code]), [[1, Code.Unavailable], [2, Code.Unavailable]]);
+      assert.deepEqual(
+        retries.map((r) => [r.attempt, r.error.code]),
+        [
+          [1, Code.Unavailable],
+          [2, Code.Unavailable],
+        ],
+      );
       assert.ok(retries.every((r) => r.retryAfterMs === undefined && r.delayMs >= 0 && r.delayMs <= 10 * 2));
       assert.equal(server.calls[2]!.options?.encoding, VectorEncoding.FLOAT32_LE, "asks for packed vectors");
       assert.ok(res.vectors[0] instanceof Float32Array);
@@ -193,7 +191,10 @@ describe("Shoal client against a fake-server double (real Connect server on port
       assert.deepEqual(res.usage, { promptTokens: 6, totalTokens: 6 });
       assert.equal(server.headers[0]!.get("authorization"), "Bearer k-123");
       const models = await client.listModels();
-      assert.deepEqual(models.map((m) => [m.id, m.dimensions]), [["fake-embedder", DIMS]]);
+      assert.deepEqual(
+        models.map((m) => [m.id, m.dimensions]),
+        [["fake-embedder", DIMS]],
+      );
     });
   }
 
@@ -206,8 +207,14 @@ describe("Shoal client against a fake-server double (real Connect server on port
       await client.embed("fake-embedder", ["x-1"]);
       const elapsed = performance.now() - started;
       assert.equal(server.calls.length, 3);
-      assert.deepEqual(retries.map((r) => r.retryAfterMs), [150, 150]);
-      assert.ok(retries.every((r) => r.delayMs >= 150 && r.delayMs <= 165), `delays ${retries.map((r) => r.delayMs)}`);
+      assert.deepEqual(
+        retries.map((r) => r.retryAfterMs),
+        [150, 150],
+      );
+      assert.ok(
+        retries.every((r) => r.delayMs >= 150 && r.delayMs <= 165),
+        `delays ${retries.map((r) => r.delayMs)}`,
+      );
       assert.ok(elapsed >= 300, `waited at least 2 x 150 ms, took ${elapsed.toFixed(0)} ms`);
     });
   }
@@ -268,9 +275,18 @@ describe("Shoal client against a fake-server double (real Connect server on port
       const docs = ["short", "the longest document", "medium one"];
       const res = await client.rerank("fake-reranker", "which is longest?", docs, { topK: 2, returnDocuments: true, truncate: true });
       assert.equal(server.rerankCalls.length, 3, "two failures + one success");
-      assert.deepEqual(retries.map((r) => [r.attempt, r.error.code]), [[1, Code.Unavailable], [2, Code.Unavailable]]);
+      assert.deepEqual(
+        retries.map((r) => [r.attempt, r.error.code]),
+        [
+          [1, Code.Unavailable],
+          [2, Code.Unavailable],
+        ],
+      );
       const sent = server.rerankCalls[2]!;
-      assert.deepEqual([sent.model, sent.query, sent.documents, sent.topK, sent.truncate, sent.returnDocuments], ["fake-reranker", "which is longest?", docs, 2, true, true]);
+      assert.deepEqual(
+        [sent.model, sent.query, sent.documents, sent.topK, sent.truncate, sent.returnDocuments],
+        ["fake-reranker", "which is longest?", docs, 2, true, true],
+      );
       assert.deepEqual(
         res.results.map((r) => [r.index, r.score, r.document, r.tokens, r.truncated]),
         [
@@ -288,7 +304,14 @@ describe("Shoal client against a fake-server double (real Connect server on port
   test("rerank without returnDocuments: no document text; defaults sent (all results, no truncation)", async () => {
     const client = createShoalClient({ baseUrl: server.h1Url });
     const res = await client.rerank("fake-reranker", "q", ["a", "bbb", "cc"]);
-    assert.deepEqual(res.results.map((r) => [r.index, r.document]), [[1, undefined], [2, undefined], [0, undefined]]);
+    assert.deepEqual(
+      res.results.map((r) => [r.index, r.document]),
+      [
+        [1, undefined],
+        [2, undefined],
+        [0, undefined],
+      ],
+    );
     const sent = server.rerankCalls[0]!;
     assert.deepEqual([sent.topK, sent.truncate, sent.returnDocuments], [undefined, false, false]);
   });
@@ -302,7 +325,10 @@ describe("Shoal client against a fake-server double (real Connect server on port
       const res = await client.classify("fake-classifier", ["a good day", "rain again"], { topK: 1, truncate: true });
       assert.ok(performance.now() - started >= 120);
       assert.equal(server.classifyCalls.length, 2);
-      assert.deepEqual(retries.map((r) => r.retryAfterMs), [120]);
+      assert.deepEqual(
+        retries.map((r) => r.retryAfterMs),
+        [120],
+      );
       assert.deepEqual(
         res.classifications.map((c) => [c.index, c.labels, c.tokens, c.truncated]),
         [
@@ -363,12 +389,18 @@ describe("Shoal client against a fake-server double (real Connect server on port
     assert.ok(server.calls.length > 28, "some batches were retried");
     assert.ok(server.calls.every((c) => c.inputs.length <= 37));
     assert.equal(progress.length, 28);
-    assert.deepEqual(progress.map((p) => p.batchesDone), Array.from({ length: 28 }, (_, i) => i + 1));
+    assert.deepEqual(
+      progress.map((p) => p.batchesDone),
+      Array.from({ length: 28 }, (_, i) => i + 1),
+    );
     assert.ok(progress.every((p, i) => i === 0 || p.done > progress[i - 1]!.done));
     assert.equal(progress.at(-1)!.done, 1_000);
     assert.deepEqual(res.usage, { promptTokens: 3_000, totalTokens: 3_000 });
     const finished = server.completed.map((t) => Number(/(\d+)$/.exec(t)![1]));
-    assert.ok(finished.some((v, i) => i > 0 && v < finished[i - 1]!), "batches finished out of order");
+    assert.ok(
+      finished.some((v, i) => i > 0 && v < finished[i - 1]!),
+      "batches finished out of order",
+    );
   });
 
   test("embedCorpus: a batch that keeps failing rejects the run and stops the remaining batches", async () => {
@@ -376,7 +408,10 @@ describe("Shoal client against a fake-server double (real Connect server on port
     server.delayMs = () => 20;
     const client = createShoalClient({ baseUrl: server.h1Url });
     const texts = Array.from({ length: 200 }, (_, i) => `t-${i}`);
-    await assert.rejects(client.embedCorpus("fake-embedder", texts, { batchSize: 10, concurrency: 2 }), (err: ConnectError) => err.code === Code.InvalidArgument);
+    await assert.rejects(
+      client.embedCorpus("fake-embedder", texts, { batchSize: 10, concurrency: 2 }),
+      (err: ConnectError) => err.code === Code.InvalidArgument,
+    );
     assert.ok(server.calls.length < 20, `stopped early after ${server.calls.length} calls`);
   });
 });

@@ -242,10 +242,7 @@ export function createShoalClient(opts: ShoalClientOptions): ShoalClient {
     },
     async classify(model, texts, o = {}) {
       const res = await retrying(o, (timeoutMs) =>
-        inference.classify(
-          { model, inputs: [...texts], topK: o.topK, truncate: o.truncate ?? false, lane: o.lane },
-          { timeoutMs, signal: o.signal },
-        ),
+        inference.classify({ model, inputs: [...texts], topK: o.topK, truncate: o.truncate ?? false, lane: o.lane }, { timeoutMs, signal: o.signal }),
       );
       return {
         model: res.model,

@@ -6,16 +6,35 @@ import { decodeFloat32Le } from "./index.ts";
 
 test("backoff grows exponentially to its cap, with full jitter", () => {
   const policy = { ...DEFAULT_RETRY_POLICY, initialBackoffMs: 100, maxBackoffMs: 1_000, multiplier: 2 };
-  assert.deepEqual([1, 2, 3, 4, 5, 6].map((n) => backoffMs(policy, n, undefined, () => 1)), [100, 200, 400, 800, 1_000, 1_000]);
-  assert.equal(backoffMs(policy, 3, undefined, () => 0.5), 200);
-  assert.equal(backoffMs(policy, 3, undefined, () => 0), 0);
+  assert.deepEqual(
+    [1, 2, 3, 4, 5, 6].map((n) => backoffMs(policy, n, undefined, () => 1)),
+    [100, 200, 400, 800, 1_000, 1_000],
+  );
+  assert.equal(
+    backoffMs(policy, 3, undefined, () => 0.5),
+    200,
+  );
+  assert.equal(
+    backoffMs(policy, 3, undefined, () => 0),
+    0,
+  );
 });
 
 test("a server hint replaces the backoff, plus at most 10% jitter", () => {
   const policy = DEFAULT_RETRY_POLICY;
-  assert.equal(backoffMs(policy, 1, 250, () => 0), 250);
-  assert.equal(backoffMs(policy, 1, 250, () => 1), 275);
-  assert.equal(backoffMs(policy, 9, 20_000, () => 0), 20_000, "not capped by maxBackoffMs: the deadline bounds it");
+  assert.equal(
+    backoffMs(policy, 1, 250, () => 0),
+    250,
+  );
+  assert.equal(
+    backoffMs(policy, 1, 250, () => 1),
+    275,
+  );
+  assert.equal(
+    backoffMs(policy, 9, 20_000, () => 0),
+    20_000,
+    "not capped by maxBackoffMs: the deadline bounds it",
+  );
 });
 
 test("retry hints: retry-after-ms first, then retry-after as seconds or an HTTP date", () => {

@@ -17,7 +17,10 @@ test("a sequence desync is recognised, bare or wrapped by kafkajs's retrier", ()
 
 test("other produce failures are not taken for one", () => {
   assert.equal(isSequenceDesync(new KafkaJSProtocolError("This server is not the leader for that topic-partition")), false);
-  assert.equal(isSequenceDesync(new KafkaJSNumberOfRetriesExceeded(new Error("Connection error: connect ECONNREFUSED"), { retryCount: 2, retryTime: 300 })), false);
+  assert.equal(
+    isSequenceDesync(new KafkaJSNumberOfRetriesExceeded(new Error("Connection error: connect ECONNREFUSED"), { retryCount: 2, retryTime: 300 })),
+    false,
+  );
   assert.equal(isSequenceDesync(undefined), false);
   assert.equal(isSequenceDesync("a string"), false);
 });

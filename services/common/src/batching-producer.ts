@@ -43,11 +43,7 @@ const MAX_RECORDS_PER_REQUEST = 1_000;
  * while a request is in flight go together in the next one. A lone record goes out at once:
  * no added wait at light load, large requests under heavy load.
  */
-export function createBatchingProducer(
-  kafka: Kafka,
-  logger: Logger,
-  opts: { retry?: RetryOptions; name: string },
-): BatchingProducer {
+export function createBatchingProducer(kafka: Kafka, logger: Logger, opts: { retry?: RetryOptions; name: string }): BatchingProducer {
   const log = logger.child({ component: opts.name });
   const newProducer = (): Producer =>
     kafka.producer({

@@ -82,7 +82,10 @@ describe("model catalog", () => {
       ]) {
         assert.match(text, expected);
       }
-      assert.ok(err.problems.every((p) => p.startsWith(path)), "each problem names the file");
+      assert.ok(
+        err.problems.every((p) => p.startsWith(path)),
+        "each problem names the file",
+      );
       return true;
     });
   });

@@ -97,7 +97,12 @@ function expand(value: string, env: NodeJS.ProcessEnv, problems: string[], where
 
 /** A size: a positive integer (bytes) or a string such as `120MiB`, `1.5GB` (1024-based); null when invalid. */
 export function parseByteSize(value: unknown): number | null {
-  const n = typeof value === "number" ? value : typeof value === "string" && /^\s*\d+(\.\d+)?\s*([kmgt]i?b|b)?\s*$/i.test(value) ? bytes.parse(value.replace(/ib\b/i, "b")) : null;
+  const n =
+    typeof value === "number"
+      ? value
+      : typeof value === "string" && /^\s*\d+(\.\d+)?\s*([kmgt]i?b|b)?\s*$/i.test(value)
+        ? bytes.parse(value.replace(/ib\b/i, "b"))
+        : null;
   return n !== null && Number.isFinite(n) && n > 0 ? Math.round(n) : null;
 }
 

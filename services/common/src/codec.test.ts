@@ -36,8 +36,18 @@ test("garbage, empty records and envelopes without id or reply topic are RecordD
   const noId = encodeEnvelope(create(JobEnvelopeSchema, { replyTo: { topic: "t" } }));
   assert.throws(() => decodeEnvelope(noId), /missing job_id/);
   // Results may only go to a reply topic, by a legal name and partition.
-  for (const replyTo of [{ topic: "shoal.jobs.default.interactive" }, { topic: "shoal.replies.gw 1" }, { topic: "shoal.replies." }, { topic: `shoal.replies.${"x".repeat(240)}` }, { topic: "shoal.replies.gw-1", partition: -1 }]) {
-    assert.throws(() => decodeEnvelope(encodeEnvelope(create(JobEnvelopeSchema, { jobId: "x", replyTo }))), /reply_to is not a reply topic/, JSON.stringify(replyTo));
+  for (const replyTo of [
+    { topic: "shoal.jobs.default.interactive" },
+    { topic: "shoal.replies.gw 1" },
+    { topic: "shoal.replies." },
+    { topic: `shoal.replies.${"x".repeat(240)}` },
+    { topic: "shoal.replies.gw-1", partition: -1 },
+  ]) {
+    assert.throws(
+      () => decodeEnvelope(encodeEnvelope(create(JobEnvelopeSchema, { jobId: "x", replyTo }))),
+      /reply_to is not a reply topic/,
+      JSON.stringify(replyTo),
+    );
   }
 });
 

@@ -1,12 +1,5 @@
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
-import {
-  JobCancelSchema,
-  JobEnvelopeSchema,
-  JobResultSchema,
-  type JobCancel,
-  type JobEnvelope,
-  type JobResult,
-} from "@shoal/gen/shoal/v1/job_pb.ts";
+import { JobCancelSchema, JobEnvelopeSchema, JobResultSchema, type JobCancel, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { WorkerStatusSchema, type WorkerStatus } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { replyTopic } from "./topics.ts";
 

@@ -59,7 +59,10 @@ export class EnvReader {
   list(name: string, fallback: readonly string[]): readonly string[] {
     const raw = this.raw(name);
     if (raw === undefined) return fallback;
-    const items = raw.split(",").map((s) => s.trim()).filter((s) => s !== "");
+    const items = raw
+      .split(",")
+      .map((s) => s.trim())
+      .filter((s) => s !== "");
     if (items.length === 0) this.problems.push(`${name}: expected a comma-separated list`);
     return items;
   }

@@ -5,12 +5,43 @@ export { EnvReader, ConfigError } from "./env-config.ts";
 export { parseConfigText } from "./config-file.ts";
 export { isJsonObject, type JsonObject } from "./json.ts";
 export { closeGracefully, listenOn, type OpenConnections } from "./servers.ts";
-export { cancelTopic, deadLetterTopic, replyTopic, retryTopic, ensureTopics, poolTopicSpecs, statusTopicSpec, STATUS_TOPIC, MAX_RECORD_BYTES, type TopicSpec } from "./topics.ts";
+export {
+  cancelTopic,
+  deadLetterTopic,
+  replyTopic,
+  retryTopic,
+  ensureTopics,
+  poolTopicSpecs,
+  statusTopicSpec,
+  STATUS_TOPIC,
+  MAX_RECORD_BYTES,
+  type TopicSpec,
+} from "./topics.ts";
 export { isLaneName, jobsTopic, laneFromName, laneName, LANE_NAMES, SERVED_LANES, servedLane, type LaneName, type ServedLane } from "./lanes.ts";
-export { encodeEnvelope, decodeEnvelope, encodeResult, decodeResult, encodeCancel, decodeCancel, encodeStatus, decodeStatus, RecordDecodeError } from "./codec.ts";
+export {
+  encodeEnvelope,
+  decodeEnvelope,
+  encodeResult,
+  decodeResult,
+  encodeCancel,
+  decodeCancel,
+  encodeStatus,
+  decodeStatus,
+  RecordDecodeError,
+} from "./codec.ts";
 export { createBatchingProducer, ProducerClosedError, type BatchingProducer } from "./batching-producer.ts";
 export { vectorsToBytes, bytesToVectors } from "./vectors.ts";
-export { loadCatalog, CatalogError, parseByteSize, type Catalog, type CatalogModel, type ModelBatching, type PoolSpec, type IntakeKind, INTAKE_KINDS } from "./catalog.ts";
+export {
+  loadCatalog,
+  CatalogError,
+  parseByteSize,
+  type Catalog,
+  type CatalogModel,
+  type ModelBatching,
+  type PoolSpec,
+  type IntakeKind,
+  INTAKE_KINDS,
+} from "./catalog.ts";
 export { readModelDir, ModelLoadError, type ModelSpec, type ModelTask } from "./model-manifest.ts";
 export { Attr, SpanName } from "./telemetry/attributes.ts";
 export { startTracing, shoalTracer, traceHeaders, contextFromHeaders, type Tracing } from "./telemetry/tracing.ts";

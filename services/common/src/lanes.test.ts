@@ -31,5 +31,11 @@ test("a jobs topic ends with its lane's name", () => {
   assert.equal(jobsTopic("gpu", Lane.INTERACTIVE), "shoal.jobs.gpu.interactive");
   assert.equal(jobsTopic("gpu", Lane.BATCH), "shoal.jobs.gpu.batch");
   const jobs = poolTopicSpecs({ name: "cpu", partitions: 4 }).filter((s) => s.topic.startsWith("shoal.jobs."));
-  assert.deepEqual(jobs.map((s) => [s.topic, s.partitions]), [["shoal.jobs.cpu.interactive", 4], ["shoal.jobs.cpu.batch", 4]]);
+  assert.deepEqual(
+    jobs.map((s) => [s.topic, s.partitions]),
+    [
+      ["shoal.jobs.cpu.interactive", 4],
+      ["shoal.jobs.cpu.batch", 4],
+    ],
+  );
 });

@@ -43,4 +43,3 @@ export function servedLane(lane: Lane, fallback: ServedLane = Lane.INTERACTIVE):
 export function jobsTopic(pool: string, lane: ServedLane): string {
   return `shoal.jobs.${pool}.${names[lane]}`;
 }
-

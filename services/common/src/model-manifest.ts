@@ -4,50 +4,50 @@
  * Every problem is reported at once so a broken generator or a hand-edited manifest is fixed in
  * one pass. The format is described in infra/models/README.md.
  */
-import { readFile, stat } from 'node:fs/promises';
-import { isAbsolute, join, relative, resolve } from 'node:path';
-import { isJsonObject, type JsonObject } from './json.ts';
-import { ModelLoadError } from './model-load-error.ts';
+import { readFile, stat } from "node:fs/promises";
+import { isAbsolute, join, relative, resolve } from "node:path";
+import { isJsonObject, type JsonObject } from "./json.ts";
+import { ModelLoadError } from "./model-load-error.ts";
 
 export { ModelLoadError };
 
 /** File name of the manifest inside a model directory. */
-export const MANIFEST_FILE = 'shoal-model.json';
+export const MANIFEST_FILE = "shoal-model.json";
 
 /** The only manifest format this runtime reads. */
 export const SUPPORTED_FORMAT_VERSION = 1;
 
 /** What a model computes. The worker picks its runner by this. */
-export type ModelTask = 'embed' | 'rerank' | 'classify';
+export type ModelTask = "embed" | "rerank" | "classify";
 
 /** Every task, in the order problems list them. */
-export const MODEL_TASKS: readonly ModelTask[] = ['embed', 'rerank', 'classify'];
+export const MODEL_TASKS: readonly ModelTask[] = ["embed", "rerank", "classify"];
 
 /** How token vectors become one vector per text. `none`: the model output is already [batch, dimensions]. */
-export type Pooling = 'mean' | 'cls' | 'none';
+export type Pooling = "mean" | "cls" | "none";
 
-const POOLINGS: readonly Pooling[] = ['mean', 'cls', 'none'];
+const POOLINGS: readonly Pooling[] = ["mean", "cls", "none"];
 
 /** What turns a reranker's logit into its score: `sigmoid` gives (0, 1), `none` passes the raw logit. */
-export type ScoreActivation = 'sigmoid' | 'none';
+export type ScoreActivation = "sigmoid" | "none";
 
-const SCORE_ACTIVATIONS: readonly ScoreActivation[] = ['sigmoid', 'none'];
+const SCORE_ACTIVATIONS: readonly ScoreActivation[] = ["sigmoid", "none"];
 
 /**
  * How a classifier's logits become label scores: `single_label` applies softmax (scores sum to 1,
  * one label wins), `multi_label` applies a sigmoid to each logit on its own.
  */
-export type ProblemType = 'single_label' | 'multi_label';
+export type ProblemType = "single_label" | "multi_label";
 
-const PROBLEM_TYPES: readonly ProblemType[] = ['single_label', 'multi_label'];
+const PROBLEM_TYPES: readonly ProblemType[] = ["single_label", "multi_label"];
 
 /**
  * Where a model's weights come from: `generated` (shoal-modelgen's fixed pseudo-random weights,
  * right shapes but meaningless answers) or `pretrained` (trained weights from an upstream model).
  */
-export type ModelOrigin = 'generated' | 'pretrained';
+export type ModelOrigin = "generated" | "pretrained";
 
-const ORIGINS: readonly ModelOrigin[] = ['generated', 'pretrained'];
+const ORIGINS: readonly ModelOrigin[] = ["generated", "pretrained"];
 
 /**
  * Text an embedder expects in front of each input, by the role of the text (E5's `query: ` and
@@ -61,7 +61,7 @@ export interface EmbedPrompts {
   readonly passage: string | undefined;
 }
 
-const PROMPT_ROLES: readonly (keyof EmbedPrompts)[] = ['query', 'passage'];
+const PROMPT_ROLES: readonly (keyof EmbedPrompts)[] = ["query", "passage"];
 
 /** ONNX graph input names, as the manifest maps them. */
 export interface ModelInputNames {
@@ -108,7 +108,7 @@ interface ModelSpecBase {
 
 /** A sentence embedder: output `[batch, seq, dimensions]` (or `[batch, dimensions]` when pooling is `none`). */
 export interface EmbedModelSpec extends ModelSpecBase {
-  readonly task: 'embed';
+  readonly task: "embed";
   /** Prefixes by text role (manifest `prompts`); both undefined when the model wants none. */
   readonly prompts: EmbedPrompts;
   /**
@@ -125,8 +125,8 @@ export interface EmbedModelSpec extends ModelSpecBase {
  * Output `[batch, 1]` logits.
  */
 export interface RerankModelSpec extends ModelSpecBase {
-  readonly task: 'rerank';
-  readonly pooling: 'none';
+  readonly task: "rerank";
+  readonly pooling: "none";
   readonly normalize: false;
   /** Always 1 (and equal to `dimensions`). */
   readonly numLabels: number;
@@ -137,8 +137,8 @@ export interface RerankModelSpec extends ModelSpecBase {
 
 /** A sequence classifier: output `[batch, numLabels]` logits, one per label in `labels` order. */
 export interface ClassifyModelSpec extends ModelSpecBase {
-  readonly task: 'classify';
-  readonly pooling: 'none';
+  readonly task: "classify";
+  readonly pooling: "none";
   readonly normalize: false;
   /** `labels.length` (and equal to `dimensions`). */
   readonly numLabels: number;
@@ -159,7 +159,7 @@ export type ModelSpec = EmbedModelSpec | RerankModelSpec | ClassifyModelSpec;
 type Json = JsonObject;
 
 function describe(v: unknown): string {
-  if (v === undefined) return 'missing';
+  if (v === undefined) return "missing";
   const s = JSON.stringify(v);
   return `got ${s.length > 40 ? `${s.slice(0, 40)}…` : s}`;
 }
@@ -170,9 +170,9 @@ class FieldReader {
 
   string(obj: Json, key: string, field: string): string {
     const v = obj[key];
-    if (typeof v === 'string' && v.trim() !== '') return v;
+    if (typeof v === "string" && v.trim() !== "") return v;
     this.problems.push(`${field}: must be a non-empty string (${describe(v)})`);
-    return '';
+    return "";
   }
 
   optionalString(obj: Json, key: string, field: string): string | undefined {
@@ -181,7 +181,7 @@ class FieldReader {
 
   integer(obj: Json, key: string, field: string, min: number): number {
     const v = obj[key];
-    if (typeof v === 'number' && Number.isSafeInteger(v) && v >= min) return v;
+    if (typeof v === "number" && Number.isSafeInteger(v) && v >= min) return v;
     this.problems.push(`${field}: must be an integer >= ${min} (${describe(v)})`);
     return 0;
   }
@@ -189,8 +189,8 @@ class FieldReader {
   /** One of `allowed`, or undefined (and a problem) when the value is not. */
   oneOf<T extends string>(obj: Json, key: string, field: string, allowed: readonly T[]): T | undefined {
     const v = obj[key];
-    if (typeof v === 'string' && (allowed as readonly string[]).includes(v)) return v as T;
-    this.problems.push(`${field}: must be one of ${allowed.map((a) => `"${a}"`).join(', ')} (${describe(v)})`);
+    if (typeof v === "string" && (allowed as readonly string[]).includes(v)) return v as T;
+    this.problems.push(`${field}: must be one of ${allowed.map((a) => `"${a}"`).join(", ")} (${describe(v)})`);
     return undefined;
   }
 
@@ -201,7 +201,7 @@ class FieldReader {
       this.problems.push(`${field}: must be a non-empty array of label names (${describe(v)})`);
       return [];
     }
-    const bad = v.findIndex((x) => typeof x !== 'string' || x.trim() === '');
+    const bad = v.findIndex((x) => typeof x !== "string" || x.trim() === "");
     if (bad >= 0) {
       this.problems.push(`${field}[${bad}]: must be a non-empty string (${describe(v[bad])})`);
       return [];
@@ -230,12 +230,12 @@ class FieldReader {
   /** A path relative to the model directory that stays inside it. */
   relativeFile(dir: string, obj: Json, key: string, field: string): string {
     const name = this.string(obj, key, field);
-    if (name === '') return '';
+    if (name === "") return "";
     const abs = resolve(dir, name);
     const rel = relative(dir, abs);
-    if (isAbsolute(name) || rel.startsWith('..') || isAbsolute(rel)) {
+    if (isAbsolute(name) || rel.startsWith("..") || isAbsolute(rel)) {
       this.problems.push(`${field}: must name a file inside the model directory (got ${JSON.stringify(name)})`);
-      return '';
+      return "";
     }
     return abs;
   }
@@ -243,7 +243,7 @@ class FieldReader {
 
 /** The problem with a file the manifest names, if any. */
 async function fileProblem(path: string, field: string): Promise<string | undefined> {
-  if (path === '') return undefined; // already reported by the field check
+  if (path === "") return undefined; // already reported by the field check
   try {
     return (await stat(path)).isFile() ? undefined : `${field}: ${path} is not a file`;
   } catch {
@@ -253,9 +253,9 @@ async function fileProblem(path: string, field: string): Promise<string | undefi
 
 /** Task-specific fields, already validated. */
 type TaskFields =
-  | { task: 'embed'; dimensions: number; pooling: Pooling; normalize: boolean; prompts: EmbedPrompts; matryoshka: boolean }
-  | { task: 'rerank'; scoreActivation: ScoreActivation; hiddenSize: number | undefined }
-  | { task: 'classify'; labels: string[]; problemType: ProblemType; hiddenSize: number | undefined };
+  | { task: "embed"; dimensions: number; pooling: Pooling; normalize: boolean; prompts: EmbedPrompts; matryoshka: boolean }
+  | { task: "rerank"; scoreActivation: ScoreActivation; hiddenSize: number | undefined }
+  | { task: "classify"; labels: string[]; problemType: ProblemType; hiddenSize: number | undefined };
 
 /**
  * Validates a parsed manifest. Exported for tests and tools; {@link readModelDir} is the entry point.
@@ -274,52 +274,73 @@ export function validateManifest(dir: string, raw: unknown): { spec: ModelSpec; 
   if (m.formatVersion !== SUPPORTED_FORMAT_VERSION) {
     r.problems.push(`formatVersion: must be ${SUPPORTED_FORMAT_VERSION} (${describe(m.formatVersion)})`);
   }
-  const id = r.string(m, 'id', 'id');
-  const task = r.oneOf(m, 'task', 'task', MODEL_TASKS);
+  const id = r.string(m, "id", "id");
+  const task = r.oneOf(m, "task", "task", MODEL_TASKS);
   // Read before maxSequenceLength so problems keep the manifest's field order.
-  const dimensions = task === 'embed' || task === undefined ? r.integer(m, 'dimensions', 'dimensions', 1) : 0;
+  const dimensions = task === "embed" || task === undefined ? r.integer(m, "dimensions", "dimensions", 1) : 0;
   // [CLS] and [SEP] alone take two positions.
-  const maxSequenceLength = r.integer(m, 'maxSequenceLength', 'maxSequenceLength', 3);
+  const maxSequenceLength = r.integer(m, "maxSequenceLength", "maxSequenceLength", 3);
   const fields = taskFields(r, m, task, dimensions);
 
-  const onnx = r.object(m, 'onnx', 'onnx');
-  const modelPath = isJsonObject(m.onnx) ? r.relativeFile(dir, onnx, 'file', 'onnx.file') : '';
-  const outputName = isJsonObject(m.onnx) ? r.string(onnx, 'output', 'onnx.output') : '';
-  const inputs = isJsonObject(m.onnx) ? r.object(onnx, 'inputs', 'onnx.inputs') : {};
+  const onnx = r.object(m, "onnx", "onnx");
+  const modelPath = isJsonObject(m.onnx) ? r.relativeFile(dir, onnx, "file", "onnx.file") : "";
+  const outputName = isJsonObject(m.onnx) ? r.string(onnx, "output", "onnx.output") : "";
+  const inputs = isJsonObject(m.onnx) ? r.object(onnx, "inputs", "onnx.inputs") : {};
   const hasInputs = isJsonObject(onnx.inputs);
   const inputNames: ModelInputNames = {
-    inputIds: hasInputs ? r.string(inputs, 'inputIds', 'onnx.inputs.inputIds') : '',
-    attentionMask: hasInputs ? r.string(inputs, 'attentionMask', 'onnx.inputs.attentionMask') : '',
-    tokenTypeIds: hasInputs ? r.optionalString(inputs, 'tokenTypeIds', 'onnx.inputs.tokenTypeIds') : undefined,
+    inputIds: hasInputs ? r.string(inputs, "inputIds", "onnx.inputs.inputIds") : "",
+    attentionMask: hasInputs ? r.string(inputs, "attentionMask", "onnx.inputs.attentionMask") : "",
+    tokenTypeIds: hasInputs ? r.optionalString(inputs, "tokenTypeIds", "onnx.inputs.tokenTypeIds") : undefined,
   };
 
-  const tokenizerPath = r.relativeFile(dir, m, 'tokenizer', 'tokenizer');
-  const memoryBytes = m.memoryBytes === undefined ? undefined : r.integer(m, 'memoryBytes', 'memoryBytes', 1);
+  const tokenizerPath = r.relativeFile(dir, m, "tokenizer", "tokenizer");
+  const memoryBytes = m.memoryBytes === undefined ? undefined : r.integer(m, "memoryBytes", "memoryBytes", 1);
   let source: Json | undefined;
-  if (m.source !== undefined) source = r.object(m, 'source', 'source');
-  const origin = m.origin === undefined
-    ? (source !== undefined && source['generator'] !== undefined ? 'generated' : 'pretrained')
-    : (r.oneOf(m, 'origin', 'origin', ORIGINS) ?? 'pretrained');
+  if (m.source !== undefined) source = r.object(m, "source", "source");
+  const origin =
+    m.origin === undefined
+      ? source !== undefined && source["generator"] !== undefined
+        ? "generated"
+        : "pretrained"
+      : (r.oneOf(m, "origin", "origin", ORIGINS) ?? "pretrained");
 
   const common = { dir, id, maxSequenceLength, modelPath, outputName, inputNames, tokenizerPath, memoryBytes, source, origin };
   let spec: ModelSpec;
   switch (fields.task) {
-    case 'embed':
+    case "embed":
       spec = {
-        ...common, task: 'embed', dimensions: fields.dimensions, pooling: fields.pooling, normalize: fields.normalize,
-        prompts: fields.prompts, matryoshka: fields.matryoshka,
+        ...common,
+        task: "embed",
+        dimensions: fields.dimensions,
+        pooling: fields.pooling,
+        normalize: fields.normalize,
+        prompts: fields.prompts,
+        matryoshka: fields.matryoshka,
       };
       break;
-    case 'rerank':
+    case "rerank":
       spec = {
-        ...common, task: 'rerank', dimensions: 1, pooling: 'none', normalize: false,
-        numLabels: 1, scoreActivation: fields.scoreActivation, hiddenSize: fields.hiddenSize,
+        ...common,
+        task: "rerank",
+        dimensions: 1,
+        pooling: "none",
+        normalize: false,
+        numLabels: 1,
+        scoreActivation: fields.scoreActivation,
+        hiddenSize: fields.hiddenSize,
       };
       break;
-    case 'classify':
+    case "classify":
       spec = {
-        ...common, task: 'classify', dimensions: fields.labels.length, pooling: 'none', normalize: false,
-        numLabels: fields.labels.length, labels: fields.labels, problemType: fields.problemType, hiddenSize: fields.hiddenSize,
+        ...common,
+        task: "classify",
+        dimensions: fields.labels.length,
+        pooling: "none",
+        normalize: false,
+        numLabels: fields.labels.length,
+        labels: fields.labels,
+        problemType: fields.problemType,
+        hiddenSize: fields.hiddenSize,
       };
       break;
   }
@@ -328,26 +349,30 @@ export function validateManifest(dir: string, raw: unknown): { spec: ModelSpec; 
 
 /** Reads the fields of one task; an unknown task (already reported) is read as embed. */
 function taskFields(r: FieldReader, m: Json, task: ModelTask | undefined, dimensions: number): TaskFields {
-  if (task === 'embed' || task === undefined) {
-    const pooling = r.oneOf(m, 'pooling', 'pooling', POOLINGS) ?? 'mean';
-    if (typeof m.normalize !== 'boolean') r.problems.push(`normalize: must be a boolean (${describe(m.normalize)})`);
-    if (m.matryoshka !== undefined && typeof m.matryoshka !== 'boolean') {
+  if (task === "embed" || task === undefined) {
+    const pooling = r.oneOf(m, "pooling", "pooling", POOLINGS) ?? "mean";
+    if (typeof m.normalize !== "boolean") r.problems.push(`normalize: must be a boolean (${describe(m.normalize)})`);
+    if (m.matryoshka !== undefined && typeof m.matryoshka !== "boolean") {
       r.problems.push(`matryoshka: must be a boolean (${describe(m.matryoshka)})`);
     }
     return {
-      task: 'embed', dimensions, pooling, normalize: m.normalize === true,
-      prompts: readPrompts(r, m), matryoshka: m.matryoshka === true,
+      task: "embed",
+      dimensions,
+      pooling,
+      normalize: m.normalize === true,
+      prompts: readPrompts(r, m),
+      matryoshka: m.matryoshka === true,
     };
   }
   const why = `only for task "embed"; a ${task} model outputs [batch, numLabels] logits`;
-  for (const key of ['dimensions', 'pooling', 'normalize', 'prompts', 'matryoshka']) r.forbidden(m, key, key, why);
-  if (task === 'rerank') {
-    const scoreActivation = r.oneOf(m, 'scoreActivation', 'scoreActivation', SCORE_ACTIVATIONS) ?? 'sigmoid';
+  for (const key of ["dimensions", "pooling", "normalize", "prompts", "matryoshka"]) r.forbidden(m, key, key, why);
+  if (task === "rerank") {
+    const scoreActivation = r.oneOf(m, "scoreActivation", "scoreActivation", SCORE_ACTIVATIONS) ?? "sigmoid";
     return { task, scoreActivation, hiddenSize: optionalHiddenSize(r, m) };
   }
-  const labels = r.labels(m, 'labels', 'labels');
-  const problemType = r.oneOf(m, 'problemType', 'problemType', PROBLEM_TYPES) ?? 'single_label';
-  if (problemType === 'single_label' && labels.length === 1) {
+  const labels = r.labels(m, "labels", "labels");
+  const problemType = r.oneOf(m, "problemType", "problemType", PROBLEM_TYPES) ?? "single_label";
+  if (problemType === "single_label" && labels.length === 1) {
     r.problems.push('labels: a "single_label" classifier needs at least 2 labels (softmax over one label is always 1)');
   }
   return { task, labels, problemType, hiddenSize: optionalHiddenSize(r, m) };
@@ -356,29 +381,29 @@ function taskFields(r: FieldReader, m: Json, task: ModelTask | undefined, dimens
 /** `prompts`: an object with optional non-empty `query` / `passage` strings and nothing else. */
 function readPrompts(r: FieldReader, m: Json): EmbedPrompts {
   if (m.prompts === undefined) return { query: undefined, passage: undefined };
-  const raw = r.object(m, 'prompts', 'prompts');
+  const raw = r.object(m, "prompts", "prompts");
   for (const key of Object.keys(raw)) {
     if (!(PROMPT_ROLES as readonly string[]).includes(key)) {
-      r.problems.push(`prompts.${key}: unknown role (expected ${PROMPT_ROLES.map((p) => `"${p}"`).join(', ')})`);
+      r.problems.push(`prompts.${key}: unknown role (expected ${PROMPT_ROLES.map((p) => `"${p}"`).join(", ")})`);
     }
   }
   // A prompt is used verbatim: its trailing space matters, so only the empty string is refused.
   const prompt = (key: keyof EmbedPrompts): string | undefined => {
     const v = raw[key];
     if (v === undefined) return undefined;
-    if (typeof v === 'string' && v !== '') return v;
+    if (typeof v === "string" && v !== "") return v;
     r.problems.push(`prompts.${key}: must be a non-empty string (${describe(v)})`);
     return undefined;
   };
-  return { query: prompt('query'), passage: prompt('passage') };
+  return { query: prompt("query"), passage: prompt("passage") };
 }
 
 function optionalHiddenSize(r: FieldReader, m: Json): number | undefined {
-  return m.hiddenSize === undefined ? undefined : r.integer(m, 'hiddenSize', 'hiddenSize', 1);
+  return m.hiddenSize === undefined ? undefined : r.integer(m, "hiddenSize", "hiddenSize", 1);
 }
 
 function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
     Object.freeze(value);
     for (const v of Object.values(value)) deepFreeze(v);
   }
@@ -394,7 +419,7 @@ export async function readModelDir(dir: string): Promise<ModelSpec> {
   const manifestPath = join(absDir, MANIFEST_FILE);
   let text: string;
   try {
-    text = await readFile(manifestPath, 'utf8');
+    text = await readFile(manifestPath, "utf8");
   } catch (err) {
     throw new ModelLoadError(absDir, [`${MANIFEST_FILE}: cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`], { cause: err });
   }
@@ -405,7 +430,7 @@ export async function readModelDir(dir: string): Promise<ModelSpec> {
     throw new ModelLoadError(absDir, [`${MANIFEST_FILE}: is not valid JSON (${(err as Error).message})`], { cause: err });
   }
   const { spec, problems } = validateManifest(absDir, raw);
-  const fileProblems = await Promise.all([fileProblem(spec.modelPath, 'onnx.file'), fileProblem(spec.tokenizerPath, 'tokenizer')]);
+  const fileProblems = await Promise.all([fileProblem(spec.modelPath, "onnx.file"), fileProblem(spec.tokenizerPath, "tokenizer")]);
   for (const p of fileProblems) if (p !== undefined) problems.push(p);
   if (problems.length > 0) throw new ModelLoadError(absDir, problems);
   return deepFreeze(spec);

@@ -75,7 +75,10 @@ export function createResilientConsumer(kafka: Kafka, logger: Logger, opts: Resi
     let timer: NodeJS.Timeout | undefined;
     const joinedOnce = new Promise<void>((resolve, reject) => {
       if (opts.joinTimeoutMs !== undefined && opts.startWhen === "joined") {
-        timer = setTimeout(() => reject(new Error(`${opts.component}: did not join group ${opts.consumerConfig.groupId} within ${opts.joinTimeoutMs} ms`)), opts.joinTimeoutMs);
+        timer = setTimeout(
+          () => reject(new Error(`${opts.component}: did not join group ${opts.consumerConfig.groupId} within ${opts.joinTimeoutMs} ms`)),
+          opts.joinTimeoutMs,
+        );
       }
       c.on(c.events.GROUP_JOIN, (e) => {
         if (consumer !== c) return;

@@ -27,18 +27,27 @@ runService({
       },
       stop: () =>
         stopSteps(logger, [
-          ["drain", async () => {
-            mark("drain");
-            if (mode === "hang") await new Promise(() => undefined);
-          }],
-          ["close consumer", () => {
-            mark("close consumer");
-            if (mode === "failing-step") throw new Error("the consumer would not close");
-          }],
-          ["close producer", async () => {
-            mark("close producer");
-            clearInterval(keepAlive);
-          }],
+          [
+            "drain",
+            async () => {
+              mark("drain");
+              if (mode === "hang") await new Promise(() => undefined);
+            },
+          ],
+          [
+            "close consumer",
+            () => {
+              mark("close consumer");
+              if (mode === "failing-step") throw new Error("the consumer would not close");
+            },
+          ],
+          [
+            "close producer",
+            async () => {
+              mark("close producer");
+              clearInterval(keepAlive);
+            },
+          ],
         ]),
     };
   },

@@ -16,7 +16,10 @@ interface Run {
 
 /** Starts the fixture service on this (the pinned) node binary. */
 function runFixture(env: Record<string, string>): Run {
-  const child = spawn(process.execPath, ["--import", "tsx", FIXTURE], { env: { ...process.env, LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--import", "tsx", FIXTURE], {
+    env: { ...process.env, LOG_LEVEL: "info", ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   const marks: string[] = [];
   const logs: Array<Record<string, unknown>> = [];
   const waiters: Array<() => void> = [];
@@ -63,7 +66,10 @@ describe("runService: one lifecycle for every service (a real child process, rea
     const { code, marks, logs } = await run.exited;
     assert.equal(code, 1);
     assert.deepEqual(marks, ["started", "drain", "close consumer", "close producer", "flush tracing"]);
-    assert.ok(logs.some((l) => l["step"] === "close consumer" && l["level"] === "error"), "the failed step is logged by name");
+    assert.ok(
+      logs.some((l) => l["step"] === "close consumer" && l["level"] === "error"),
+      "the failed step is logged by name",
+    );
     assert.ok(logs.some((l) => l["msg"] === "stop failed"));
   });
 
@@ -109,15 +115,21 @@ describe("stopSteps", () => {
     await assert.rejects(
       stopSteps(createLogger("test", "silent"), [
         ["a", () => void ran.push("a")],
-        ["b", async () => {
-          ran.push("b");
-          throw boom;
-        }],
+        [
+          "b",
+          async () => {
+            ran.push("b");
+            throw boom;
+          },
+        ],
         ["c", () => void ran.push("c")],
-        ["d", () => {
-          ran.push("d");
-          throw new Error("again");
-        }],
+        [
+          "d",
+          () => {
+            ran.push("d");
+            throw new Error("again");
+          },
+        ],
       ]),
       (err: unknown) => {
         assert.ok(err instanceof AggregateError);

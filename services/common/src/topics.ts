@@ -64,7 +64,10 @@ export async function ensureTopics(admin: Admin, specs: readonly TopicSpec[]): P
     // kafkajs waits out LEADER_NOT_AVAILABLE only, not UNKNOWN_TOPIC_OR_PARTITION (kafkajs#1222).
     if (!(err instanceof Error && /already exists|does not host this topic-partition/i.test(err.message))) throw err;
   }
-  await settleNewTopics(admin, missing.map((t) => t.topic));
+  await settleNewTopics(
+    admin,
+    missing.map((t) => t.topic),
+  );
 }
 
 /**

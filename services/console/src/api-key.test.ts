@@ -85,13 +85,19 @@ test("ShoalApi sends 'Authorization: Bearer <key>' on every call while a key is 
   const store = new ApiKeyStore(memoryStorage());
   const api = new ShoalApi("http://gateway.test", { apiKey: () => store.key, fetch: gateway.fetch });
 
-  const missing = await api.listModels().then(() => assert.fail("expected Unauthenticated"), (e: unknown) => ConnectError.from(e));
+  const missing = await api.listModels().then(
+    () => assert.fail("expected Unauthenticated"),
+    (e: unknown) => ConnectError.from(e),
+  );
   assert.equal(missing.code, Code.Unauthenticated);
   assert.equal(authProblem(missing, store.key !== undefined)?.status, "required");
   assert.match(authProblem(missing, false)?.message ?? "", /requires an API key/);
 
   store.set("sk-wrong-0123456789abcdef");
-  const wrong = await api.listModels().then(() => assert.fail("expected Unauthenticated"), (e: unknown) => ConnectError.from(e));
+  const wrong = await api.listModels().then(
+    () => assert.fail("expected Unauthenticated"),
+    (e: unknown) => ConnectError.from(e),
+  );
   const rejected = authProblem(wrong, store.key !== undefined);
   assert.equal(rejected?.status, "rejected");
   assert.match(rejected?.message ?? "", /API key not recognised/);
@@ -99,9 +105,19 @@ test("ShoalApi sends 'Authorization: Bearer <key>' on every call while a key is 
 
   store.set(KEY);
   const listed = await api.listModels();
-  assert.deepEqual(listed.value.map((m) => m.id), ["m"]);
-  const denied = await api.embed("other", ["hi"], true).then(() => assert.fail("expected PermissionDenied"), (e: unknown) => ConnectError.from(e));
-  assert.deepEqual(authProblem(denied, true), { code: Code.PermissionDenied, status: "not allowed", message: "PermissionDenied: this key may not use model 'other'." });
+  assert.deepEqual(
+    listed.value.map((m) => m.id),
+    ["m"],
+  );
+  const denied = await api.embed("other", ["hi"], true).then(
+    () => assert.fail("expected PermissionDenied"),
+    (e: unknown) => ConnectError.from(e),
+  );
+  assert.deepEqual(authProblem(denied, true), {
+    code: Code.PermissionDenied,
+    status: "not allowed",
+    message: "PermissionDenied: this key may not use model 'other'.",
+  });
 
   store.clear();
   await assert.rejects(api.listModels());

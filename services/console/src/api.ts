@@ -78,9 +78,7 @@ export class ShoalApi {
 
   /** Scores every document against the query (all of them, texts copied back), best first. */
   rerank(model: string, query: string, documents: string[], timeoutMs = 30_000): Promise<Timed<RerankResponse>> {
-    return this.timed((onHeader) =>
-      this.inference.rerank({ model, query, documents, returnDocuments: true, truncate: true }, { timeoutMs, onHeader }),
-    );
+    return this.timed((onHeader) => this.inference.rerank({ model, query, documents, returnDocuments: true, truncate: true }, { timeoutMs, onHeader }));
   }
 
   /** Every label's score for each text. */

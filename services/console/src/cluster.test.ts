@@ -44,12 +44,21 @@ test("cluster totals: workers by provider, draining, model states, memory and la
   const t = clusterTotals(cluster);
   assert.equal(t.workers, 2);
   assert.equal(t.draining, 1);
-  assert.deepEqual([...t.providers], [["cpu", 1], ["cuda", 1]]);
+  assert.deepEqual(
+    [...t.providers],
+    [
+      ["cpu", 1],
+      ["cuda", 1],
+    ],
+  );
   assert.deepEqual([t.resident, t.loading, t.failed, t.pinned], [1, 1, 1, 1]);
   assert.equal(t.memoryUsed, 4 * 1024 ** 3);
   assert.equal(t.memoryBudget, 8 * 1024 ** 3);
   assert.equal(t.lagRecords, 55);
-  assert.deepEqual([...t.lagByLane].sort(), [["batch", 52], ["interactive", 3]]);
+  assert.deepEqual([...t.lagByLane].sort(), [
+    ["batch", 52],
+    ["interactive", 3],
+  ]);
   assert.equal(clusterTotals(create(GetClusterResponseSchema, {})).workers, 0);
 });
 
@@ -64,7 +73,12 @@ test("lane grid: pools sorted, interactive before batch, missing cells undefined
 });
 
 test("states, bytes, memory fraction", () => {
-  assert.deepEqual([ResidencyState.LOADING, ResidencyState.RESIDENT, ResidencyState.FAILED, ResidencyState.UNSPECIFIED].map(stateName), ["loading", "resident", "failed", "unknown"]);
+  assert.deepEqual([ResidencyState.LOADING, ResidencyState.RESIDENT, ResidencyState.FAILED, ResidencyState.UNSPECIFIED].map(stateName), [
+    "loading",
+    "resident",
+    "failed",
+    "unknown",
+  ]);
   assert.equal(formatBytes(0n), "0 B");
   assert.equal(formatBytes(1536), "1.5 KiB");
   assert.equal(formatBytes(3n * GiB), "3.0 GiB");

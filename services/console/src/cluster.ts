@@ -178,7 +178,9 @@ function workerRow(w: WorkerStatus, observedUnixMs: bigint): HTMLElement {
     { "data-worker": w.workerId, "data-draining": w.draining, class: stale ? "stale" : undefined },
     h(
       "td",
-      { title: `started ${new Date(Number(w.startedUnixMs)).toLocaleString()} · status ${formatMs(Math.max(0, ageMs))} old · policy ${w.residencyPolicy || "—"} · thrash ${w.thrashEvents}` },
+      {
+        title: `started ${new Date(Number(w.startedUnixMs)).toLocaleString()} · status ${formatMs(Math.max(0, ageMs))} old · policy ${w.residencyPolicy || "—"} · thrash ${w.thrashEvents}`,
+      },
       h("code", {}, w.workerId),
       w.draining ? h("span", { class: "badge", "data-tone": "warn" }, "draining") : null,
     ),
@@ -255,7 +257,9 @@ export function renderCluster(box: HTMLElement, view: ClusterView): void {
           h("thead", {}, h("tr", {}, ...["worker", "pool", "provider", "memory", "in flight", "models"].map((t) => h("th", {}, t)))),
           h("tbody", {}, ...c.workers.map((w) => workerRow(w, c.observedUnixMs))),
         );
-  box.replaceChildren(...[note, h("div", { class: "cluster-workers" }, workers), h("div", { class: "cluster-lanes" }, lanesTable(c))].filter((n) => n !== null));
+  box.replaceChildren(
+    ...[note, h("div", { class: "cluster-workers" }, workers), h("div", { class: "cluster-lanes" }, lanesTable(c))].filter((n) => n !== null),
+  );
 }
 
 /** Per replica: the worker and the model's state there; summed as a short line in the models table. */
@@ -265,7 +269,13 @@ export function replicaSummary(m: Model): { text: string; states: StateName[] } 
   const counts = new Map<StateName, number>();
   for (const s of states) counts.set(s, (counts.get(s) ?? 0) + 1);
   const order: StateName[] = ["resident", "loading", "failed", "unknown"];
-  return { text: order.filter((s) => counts.has(s)).map((s) => `${counts.get(s)} ${s}`).join(" · "), states };
+  return {
+    text: order
+      .filter((s) => counts.has(s))
+      .map((s) => `${counts.get(s)} ${s}`)
+      .join(" · "),
+    states,
+  };
 }
 
 /** The models table's residency cell: one dot per replica (title names the worker), then the counts. */

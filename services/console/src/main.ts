@@ -78,7 +78,11 @@ function renderStatus(): void {
   const dot = byId("status-dot");
   dot.dataset["tone"] = snapshot.reachable === undefined ? "" : snapshot.reachable ? "ok" : "bad";
   byId("status-text").textContent =
-    snapshot.reachable === undefined ? "connecting…" : snapshot.reachable ? `live · every ${REFRESH_MS / 1_000} s` : (keyField.problem ?? "gateway unreachable");
+    snapshot.reachable === undefined
+      ? "connecting…"
+      : snapshot.reachable
+        ? `live · every ${REFRESH_MS / 1_000} s`
+        : (keyField.problem ?? "gateway unreachable");
 }
 
 /** "12 ms" for a cold start, "—" when the model was never loaded. */
@@ -194,7 +198,16 @@ function renderMatrix(texts: readonly string[], res: Timed<EmbedResponse>): void
   const table = h(
     "table",
     { id: "matrix", class: "matrix", "data-size": vectors.length },
-    h("thead", {}, h("tr", {}, h("th", { class: "corner", title: `colour: palest at ${floor.toFixed(2)} (lowest pair), deepest at 1` }, "cosine"), ...texts.map((t, i) => h("th", { title: t, scope: "col" }, `#${i + 1}`)))),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        h("th", { class: "corner", title: `colour: palest at ${floor.toFixed(2)} (lowest pair), deepest at 1` }, "cosine"),
+        ...texts.map((t, i) => h("th", { title: t, scope: "col" }, `#${i + 1}`)),
+      ),
+    ),
     h(
       "tbody",
       {},

@@ -4,9 +4,18 @@ import { formatMs, LatencyWindow } from "./latency.ts";
 import { colorFloor, cosineMatrix, similarityColor } from "./similarity.ts";
 
 test("cosine matrix: symmetric, 1 on the diagonal, -1 for opposite vectors, 0 for a zero vector", () => {
-  const m = cosineMatrix([[1, 0], [0, 2], [-3, 0], [1, 1], [0, 0]]);
+  const m = cosineMatrix([
+    [1, 0],
+    [0, 2],
+    [-3, 0],
+    [1, 1],
+    [0, 0],
+  ]);
   assert.equal(m.length, 5);
-  assert.deepEqual(m.map((row, i) => row[i]), [1, 1, 1, 1, 0]);
+  assert.deepEqual(
+    m.map((row, i) => row[i]),
+    [1, 1, 1, 1, 0],
+  );
   assert.equal(m[0]![1], 0);
   assert.equal(m[0]![2], -1);
   assert.ok(Math.abs(m[0]![3]! - Math.SQRT1_2) < 1e-12);
@@ -23,8 +32,21 @@ test("similarity colours: warm for similar, blue for opposite, readable text", (
 });
 
 test("colour floor: the lowest positive off-diagonal similarity, 0 for a single text or negative pairs", () => {
-  assert.equal(colorFloor([[1, 0.9, 0.92], [0.9, 1, 0.95], [0.92, 0.95, 1]]), 0.9);
-  assert.equal(colorFloor([[1, -0.2], [-0.2, 1]]), 0);
+  assert.equal(
+    colorFloor([
+      [1, 0.9, 0.92],
+      [0.9, 1, 0.95],
+      [0.92, 0.95, 1],
+    ]),
+    0.9,
+  );
+  assert.equal(
+    colorFloor([
+      [1, -0.2],
+      [-0.2, 1],
+    ]),
+    0,
+  );
   assert.equal(colorFloor([[1]]), 0);
 });
 

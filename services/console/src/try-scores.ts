@@ -37,13 +37,7 @@ function panel(id: string, title: string, action: string, task: string, fields: 
   const button = h("button", { id: `${id}-button`, type: "submit" }, action);
   const error = h("span", { id: `${id}-error`, class: "error", role: "alert" });
   const empty = h("p", { id: `${id}-empty`, class: "muted", hidden: true }, `This gateway serves no ${task} models.`);
-  const form = h(
-    "form",
-    { id: `${id}-form` },
-    h("label", {}, "model ", select),
-    ...fields,
-    h("div", { class: "row" }, button, error),
-  );
+  const form = h("form", { id: `${id}-form` }, h("label", {}, "model ", select), ...fields, h("div", { class: "row" }, button, error));
   const summary = h("p", { id: `${id}-summary`, class: "summary" });
   const section = h("section", { class: "panel try", "aria-labelledby": `${id}-title` }, h("h2", { id: `${id}-title` }, title), empty, form, summary, results);
   return { section, form, select, button, error, summary, results, empty };
@@ -83,11 +77,7 @@ function busy<T>(p: Panel, label: string, busyLabel: string, call: () => Promise
 function renderRanking(p: Panel, res: Timed<RerankResponse>): void {
   const results = res.value.results;
   const fractions = barFractions(results.map((r) => r.score));
-  p.summary.replaceChildren(
-    h("strong", { id: "rerank-count" }, results.length),
-    " documents ranked",
-    timingText(res, res.value.usage?.totalTokens ?? 0),
-  );
+  p.summary.replaceChildren(h("strong", { id: "rerank-count" }, results.length), " documents ranked", timingText(res, res.value.usage?.totalTokens ?? 0));
   p.results.replaceChildren(
     ...results.map((r, rank) =>
       h(
@@ -116,7 +106,13 @@ function renderLabels(p: Panel, texts: readonly string[], res: Timed<ClassifyRes
       return h(
         "div",
         { class: "classification", "data-index": c.index },
-        h("div", { class: "text", title: `${c.tokens} tokens${c.truncated ? " · truncated" : ""}` }, h("span", { class: "idx" }, `#${c.index + 1}`), " ", texts[c.index] ?? ""),
+        h(
+          "div",
+          { class: "text", title: `${c.tokens} tokens${c.truncated ? " · truncated" : ""}` },
+          h("span", { class: "idx" }, `#${c.index + 1}`),
+          " ",
+          texts[c.index] ?? "",
+        ),
         ...c.labels.map((l, i) =>
           h(
             "div",
@@ -218,7 +214,10 @@ export function mountScorePanels(
   });
 
   function sync(p: Panel, models: readonly Model[], label: (m: Model) => string): void {
-    fillSelect(p.select, models.map((m) => ({ value: m.id, label: label(m) })));
+    fillSelect(
+      p.select,
+      models.map((m) => ({ value: m.id, label: label(m) })),
+    );
     const none = models.length === 0;
     p.empty.hidden = !none;
     p.form.classList.toggle("disabled", none);
@@ -228,8 +227,16 @@ export function mountScorePanels(
 
   return {
     setModels(models) {
-      sync(rerank, models.filter((m) => m.task === Task.RERANK), (m) => `${m.id} (max ${m.maxSequenceLength} tokens)`);
-      sync(classify, models.filter((m) => m.task === Task.CLASSIFY), (m) => `${m.id} (${m.labels.length > 0 ? m.labels.join(", ") : `${m.dimensions} labels`})`);
+      sync(
+        rerank,
+        models.filter((m) => m.task === Task.RERANK),
+        (m) => `${m.id} (max ${m.maxSequenceLength} tokens)`,
+      );
+      sync(
+        classify,
+        models.filter((m) => m.task === Task.CLASSIFY),
+        (m) => `${m.id} (${m.labels.length > 0 ? m.labels.join(", ") : `${m.dimensions} labels`})`,
+      );
     },
   };
 }

@@ -76,7 +76,10 @@ test("fair share: one greedy caller cannot get a small caller refused; the greed
   assert.ok(!refusedGreedy.ok && refusedGreedy.reason === "in-flight");
   // Fair share with two callers: 100,000 each. The small caller is admitted 100 times over.
   const tickets = Array.from({ length: 100 }, () => a.tryAdmit("interactive", small, "small"));
-  assert.ok(tickets.every((t) => t.ok), "every small call admitted although the lane is full");
+  assert.ok(
+    tickets.every((t) => t.ok),
+    "every small call admitted although the lane is full",
+  );
   assert.equal(a.callerTokens("interactive", "small"), 13_800);
   // The greedy caller, over its share, is refused with the reason named.
   const again = a.tryAdmit("interactive", huge, "greedy");

@@ -79,7 +79,11 @@ export class Admission {
     }
     const overQueued = this.queued[lane] + tokens - limits.maxQueuedTokens;
     if (overQueued > 0 && this.queued[lane] > 0) {
-      return this.refuse(overQueued, "queued", `${lane} lane: about ${Math.round(this.queued[lane])} tokens already queued exceed the limit of ${limits.maxQueuedTokens}`);
+      return this.refuse(
+        overQueued,
+        "queued",
+        `${lane} lane: about ${Math.round(this.queued[lane])} tokens already queued exceed the limit of ${limits.maxQueuedTokens}`,
+      );
     }
     this.inFlight[lane] += tokens;
     callers.set(caller, held + tokens);

@@ -113,7 +113,10 @@ function rate(fields: Record<string, unknown>, rateField: string, burstField: st
  */
 export function parseApiKeysEnv(raw: string, problems: string[], name = "SHOAL_API_KEYS"): ApiKeySpec[] {
   const specs: ApiKeySpec[] = [];
-  const entries = raw.split(",").map((e) => e.trim()).filter((e) => e !== "");
+  const entries = raw
+    .split(",")
+    .map((e) => e.trim())
+    .filter((e) => e !== "");
   entries.forEach((entry, i) => {
     const where = `${name}[${i}]`;
     const [head = "", ...options] = entry.split(";").map((p) => p.trim());
@@ -131,7 +134,9 @@ export function parseApiKeysEnv(raw: string, problems: string[], name = "SHOAL_A
       const at = option.indexOf("=");
       const field = at > 0 ? option.slice(0, at).trim() : "";
       if (field === "" || field === "tenant" || field === "key" || field === "sha256") {
-        problems.push(`${where}: '${field || option}' is not an option (expected name=value: models, lane, requestsPerSecond, burst, tokensPerSecond, tokenBurst)`);
+        problems.push(
+          `${where}: '${field || option}' is not an option (expected name=value: models, lane, requestsPerSecond, burst, tokensPerSecond, tokenBurst)`,
+        );
         continue;
       }
       fields[field] = option.slice(at + 1).trim();

@@ -85,7 +85,10 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
   // Which workers are alive and what they hold, from the status topic they publish to.
   const cluster = createClusterState(kafka, logger, `shoal-gateway-status-${config.instanceId}`);
   const health = new HealthState([InferenceService.typeName, ModelService.typeName, ClusterService.typeName]);
-  const metrics = createGatewayMetrics(() => pending.size, () => lagMonitor?.lag ?? new Map());
+  const metrics = createGatewayMetrics(
+    () => pending.size,
+    () => lagMonitor?.lag ?? new Map(),
+  );
   // Readiness follows the broker: NOT_SERVING within seconds of losing it, SERVING when it returns.
   const probe = createKafkaProbe(admin, {
     intervalMs: 1_000,
@@ -169,8 +172,14 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       compressMinBytes: Number.MAX_SAFE_INTEGER,
       routes(router) {
         router.service(InferenceService, inference);
-        router.service(ModelService, createModelService(catalog, () => cluster.workers()));
-        router.service(ClusterService, createClusterService(cluster, () => lagMonitor?.lag ?? new Map()));
+        router.service(
+          ModelService,
+          createModelService(catalog, () => cluster.workers()),
+        );
+        router.service(
+          ClusterService,
+          createClusterService(cluster, () => lagMonitor?.lag ?? new Map()),
+        );
         router.service(Health, createHealthService(health));
         registerReflection(router, [InferenceService, ModelService, ClusterService, Health]);
       },
@@ -208,7 +217,8 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       connect: handler,
       ...(apiKeys.enabled ? { keyRefusal: (authorization: string | undefined) => apiKeys.refusal(authorization) } : {}),
       // Counted as the interceptors count a refused call (no model, no tenant).
-      onRefused: (method) => metrics.requests.inc({ method: /^[A-Za-z]{1,40}$/.test(method) ? method : "unknown", model: "", lane: "", code: "Unauthenticated", tenant: "" }),
+      onRefused: (method) =>
+        metrics.requests.inc({ method: /^[A-Za-z]{1,40}$/.test(method) ? method : "unknown", model: "", lane: "", code: "Unauthenticated", tenant: "" }),
     });
     // TLS: one HTTPS port, ALPN h2 + http/1.1; plain text: HTTP/1.1 and h2c told apart by the preface.
     server = config.tls ? createTlsServer(front, config.tls, config.connectionLimits) : createDualServer(front, { limits: config.connectionLimits });
@@ -222,7 +232,14 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     health.setAll(Serving.SERVING);
     probe.start();
     log.info(
-      { host: config.host, port: address.port, tls: config.tls !== undefined, apiKeys: apiKeys.enabled ? apiKeys.tenants : false, models: [...catalog.models.keys()], replyTopic: ownReplyTopic },
+      {
+        host: config.host,
+        port: address.port,
+        tls: config.tls !== undefined,
+        apiKeys: apiKeys.enabled ? apiKeys.tenants : false,
+        models: [...catalog.models.keys()],
+        replyTopic: ownReplyTopic,
+      },
       "gateway serving",
     );
     return { port: address.port };
@@ -231,29 +248,38 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
   /** Every step runs even if an earlier one failed (stopSteps); the stop fails if any did. */
   async function shutdown(): Promise<void> {
     await stopSteps(log, [
-      ["refuse new calls", () => {
-        health.setAll(Serving.NOT_SERVING);
-        probe.stop();
-        lagMonitor?.stop();
-      }],
-      ["drain in-flight calls", async () => {
-        const inFlight = pending.size;
-        const drained = await pending.drained(config.drainGraceMs);
-        log.info({ inFlight, drained }, "in-flight calls drained");
-      }],
+      [
+        "refuse new calls",
+        () => {
+          health.setAll(Serving.NOT_SERVING);
+          probe.stop();
+          lagMonitor?.stop();
+        },
+      ],
+      [
+        "drain in-flight calls",
+        async () => {
+          const inFlight = pending.size;
+          const drained = await pending.drained(config.drainGraceMs);
+          log.info({ inFlight, drained }, "in-flight calls drained");
+        },
+      ],
       ["close the server", () => server?.close()],
       ["stop the reply consumer", () => replies.stop()],
       ["stop the cluster-state consumer", () => cluster.stop()],
       ["stop the job producer", () => producer.stop()],
-      ["delete this replica's reply topic and groups", async () => {
-        try {
-          await admin.deleteTopics({ topics: [ownReplyTopic], timeout: 5_000 });
-          await admin.deleteGroups([`shoal-gateway-${config.instanceId}`, `shoal-gateway-status-${config.instanceId}`]);
-        } catch (err) {
-          // Not a failed stop: the topic ages out (retention) and the groups expire with their offsets.
-          log.warn({ err }, "could not delete this replica's reply topic and consumer groups");
-        }
-      }],
+      [
+        "delete this replica's reply topic and groups",
+        async () => {
+          try {
+            await admin.deleteTopics({ topics: [ownReplyTopic], timeout: 5_000 });
+            await admin.deleteGroups([`shoal-gateway-${config.instanceId}`, `shoal-gateway-status-${config.instanceId}`]);
+          } catch (err) {
+            // Not a failed stop: the topic ages out (retention) and the groups expire with their offsets.
+            log.warn({ err }, "could not delete this replica's reply topic and consumer groups");
+          }
+        },
+      ],
       ["disconnect the admin clients", () => Promise.all([admin.disconnect(), shareAdmin.close()])],
     ]);
     log.info("gateway stopped");

@@ -65,10 +65,7 @@ describe("ApiKeys", () => {
 
   test("request and token rates: ResourceExhausted with retry-after-ms naming the limit, then recovery", () => {
     let now = 0;
-    const keys = new ApiKeys(
-      [spec("acme", KEY_A, { requests: { perSecond: 2, burst: 2 }, tokens: { perSecond: 100, burst: 100 } })],
-      () => now,
-    );
+    const keys = new ApiKeys([spec("acme", KEY_A, { requests: { perSecond: 2, burst: 2 }, tokens: { perSecond: 100, burst: 100 } })], () => now);
     keys.authenticate(`Bearer ${KEY_A}`);
     const p = keys.authenticate(`Bearer ${KEY_A}`)!;
     const err = thrown(() => keys.authenticate(`Bearer ${KEY_A}`));
@@ -92,7 +89,10 @@ describe("ApiKeys", () => {
 
 describe("requireApiKey on a real Connect server (gRPC client): ModelService protected and filtered, Health open", () => {
   const models = new Map(
-    ["m1", "m2"].map((id) => [id, { id, pool: "p", spec: { task: "embed", dimensions: 4, maxSequenceLength: 16, normalize: true } } as unknown as CatalogModel]),
+    ["m1", "m2"].map((id) => [
+      id,
+      { id, pool: "p", spec: { task: "embed", dimensions: 4, maxSequenceLength: 16, normalize: true } } as unknown as CatalogModel,
+    ]),
   );
   const catalog = { path: "", pools: new Map(), models } as unknown as Catalog;
   const keys = new ApiKeys([spec("acme", KEY_A, { models: ["m1"], lane: "batch" }), spec("ops", KEY_B)]);
@@ -153,7 +153,10 @@ describe("requireApiKey on a real Connect server (gRPC client): ModelService pro
 
   test("no key: Unauthenticated on ModelService, SERVING on Health", async () => {
     const { models, health: h } = clients();
-    await assert.rejects(models.listModels({}), (e) => ConnectError.from(e).code === Code.Unauthenticated && /missing API key/.test(ConnectError.from(e).rawMessage));
+    await assert.rejects(
+      models.listModels({}),
+      (e) => ConnectError.from(e).code === Code.Unauthenticated && /missing API key/.test(ConnectError.from(e).rawMessage),
+    );
     assert.equal((await h.check({})).status, Serving.SERVING);
     await assert.rejects(clients("sk-nobody-0000000000000000").models.listModels({}), (e) => ConnectError.from(e).code === Code.Unauthenticated);
   });
@@ -161,11 +164,17 @@ describe("requireApiKey on a real Connect server (gRPC client): ModelService pro
   test("ListModels shows only the key's models with its default lane; GetModel of another is PermissionDenied", async () => {
     const acme = clients(KEY_A).models;
     const listed = await acme.listModels({});
-    assert.deepEqual(listed.models.map((m) => m.id), ["m1"]);
+    assert.deepEqual(
+      listed.models.map((m) => m.id),
+      ["m1"],
+    );
     assert.equal(listed.models[0]!.defaultLane, Lane.BATCH);
     await assert.rejects(acme.getModel({ id: "m2" }), (e) => ConnectError.from(e).code === Code.PermissionDenied);
     // An unrestricted key sees the whole catalog.
-    assert.deepEqual((await clients(KEY_B).models.listModels({})).models.map((m) => m.id), ["m1", "m2"]);
+    assert.deepEqual(
+      (await clients(KEY_B).models.listModels({})).models.map((m) => m.id),
+      ["m1", "m2"],
+    );
     assert.ok(seenTenants.includes("acme") && seenTenants.includes("ops"));
   });
 });

@@ -74,7 +74,10 @@ class KeyPrincipal implements Principal {
   chargeTokens(tokens: number): void {
     const waitMs = this.tokenBucket?.take(tokens) ?? 0;
     if (waitMs > 0) {
-      throw new RateLimitedError(`tenant '${this.tenant}': rate limit of ${describe(this.spec.tokens, "tokens")} reached by a call of about ${tokens} tokens`, waitMs);
+      throw new RateLimitedError(
+        `tenant '${this.tenant}': rate limit of ${describe(this.spec.tokens, "tokens")} reached by a call of about ${tokens} tokens`,
+        waitMs,
+      );
     }
   }
 }

@@ -7,11 +7,7 @@ import { checkTexts, requireModel, type RequestLimits } from "./embed-request.ts
  * Errors name the offending input and the limit, never echo user text. `top_k` needs no check:
  * 0 (or unset) means every label, more than the label count means all too.
  */
-export function validateClassify(
-  req: ClassifyRequest,
-  models: ReadonlyMap<string, CatalogModel>,
-  limits: RequestLimits,
-): CatalogModel {
+export function validateClassify(req: ClassifyRequest, models: ReadonlyMap<string, CatalogModel>, limits: RequestLimits): CatalogModel {
   const model = requireModel(req.model, models, "classify");
   checkTexts("inputs", "text", req.inputs, limits);
   return model;

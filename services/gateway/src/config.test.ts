@@ -25,7 +25,27 @@ function problems(env: Record<string, string>): string {
 function selfSigned(name: string): { cert: string; key: string } {
   const cert = join(dir, `${name}.crt`);
   const key = join(dir, `${name}.key`);
-  execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost"], { stdio: "ignore" });
+  execFileSync(
+    "openssl",
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-keyout",
+      key,
+      "-out",
+      cert,
+      "-days",
+      "2",
+      "-subj",
+      "/CN=localhost",
+    ],
+    { stdio: "ignore" },
+  );
   return { cert, key };
 }
 
@@ -41,7 +61,10 @@ describe("gateway configuration: API keys and TLS", () => {
     const file = join(dir, "keys.yaml");
     writeFileSync(file, `keys:\n  - tenant: acme\n    key: sk-acme-0123456789abcdef\n    models: [m1]\n    requestsPerSecond: 5\n`);
     const config = loadGatewayConfig({ ...BASE, SHOAL_API_KEYS: "ops=sk-ops-0123456789abcdef;lane=batch", SHOAL_API_KEYS_FILE: file });
-    assert.deepEqual(config.apiKeys.map((k) => k.tenant), ["ops", "acme"]);
+    assert.deepEqual(
+      config.apiKeys.map((k) => k.tenant),
+      ["ops", "acme"],
+    );
     assert.deepEqual(config.apiKeys[1]!.sha256, hashApiKey("sk-acme-0123456789abcdef"));
     assert.equal(JSON.stringify(config).includes("sk-acme"), false);
     assert.equal(loadGatewayConfig(BASE).apiKeys.length, 0);

@@ -3,7 +3,6 @@ import { stat } from "node:fs/promises";
 import { extname, resolve, sep } from "node:path";
 import { type Req, type Res, writeHead } from "./http-types.ts";
 
-
 /** Where the gateway serves the web console. */
 export const CONSOLE_PATH = "/console/";
 
@@ -23,8 +22,7 @@ const CONTENT_TYPES: Record<string, string> = {
 };
 
 const NOT_BUILT =
-  "The Shoal web console is not built.\n" +
-  "Run `npm run build -w services/console` (or set SHOAL_CONSOLE_DIR to a built console) and reload.\n";
+  "The Shoal web console is not built.\n" + "Run `npm run build -w services/console` (or set SHOAL_CONSOLE_DIR to a built console) and reload.\n";
 
 /** True for `/console` and everything under `/console/`. */
 export function isConsolePath(pathname: string): boolean {

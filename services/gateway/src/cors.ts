@@ -1,7 +1,6 @@
 import { cors as connectCors } from "@connectrpc/connect";
 import { type Req, type Res, writeHead } from "./http-types.ts";
 
-
 /** Paths whose preflight may also allow the OpenAI SDKs' own request headers. */
 const OPENAI_PATH_PREFIX = "/v1/";
 // The official OpenAI SDKs send these from browsers (dangerouslyAllowBrowser); the set changes
@@ -14,12 +13,7 @@ function headerList(names: readonly string[]): readonly string[] {
 }
 
 /** Headers a browser script may send: Connect's, trace context, and the API key. */
-export const CORS_ALLOWED_HEADERS: readonly string[] = headerList([
-  ...connectCors.allowedHeaders,
-  "authorization",
-  "traceparent",
-  "tracestate",
-]);
+export const CORS_ALLOWED_HEADERS: readonly string[] = headerList([...connectCors.allowedHeaders, "authorization", "traceparent", "tracestate"]);
 
 /** Headers a browser script may read: Connect's, gRPC status, Shoal's timings, retry hints. */
 export const CORS_EXPOSED_HEADERS: readonly string[] = headerList([

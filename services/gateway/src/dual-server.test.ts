@@ -12,11 +12,13 @@ test("one port answers HTTP/1.1 and h2c clients", async () => {
   const { port } = await server.listen(0, "127.0.0.1");
   try {
     const h1 = await new Promise<string>((ok, fail) => {
-      http.get(`http://127.0.0.1:${port}/one`, (res) => {
-        let body = "";
-        res.on("data", (c: Buffer) => (body += c.toString()));
-        res.on("end", () => ok(body));
-      }).on("error", fail);
+      http
+        .get(`http://127.0.0.1:${port}/one`, (res) => {
+          let body = "";
+          res.on("data", (c: Buffer) => (body += c.toString()));
+          res.on("end", () => ok(body));
+        })
+        .on("error", fail);
     });
     assert.equal(h1, "v1.1 /one");
 

@@ -38,9 +38,7 @@ export function requireModel(id: string, models: ReadonlyMap<string, CatalogMode
 export function checkText(field: string, text: string, limits: RequestLimits): void {
   if (text.trim() === "") throw new InvalidRequestError(`${field}: empty text`);
   if (text.length > limits.maxInputChars) {
-    throw new InvalidRequestError(
-      `${field}: ${text.length} characters exceed the limit of ${limits.maxInputChars} characters per input`,
-    );
+    throw new InvalidRequestError(`${field}: ${text.length} characters exceed the limit of ${limits.maxInputChars} characters per input`);
   }
 }
 
@@ -51,9 +49,7 @@ export function checkText(field: string, text: string, limits: RequestLimits): v
 export function checkTexts(field: string, noun: string, texts: readonly string[], limits: RequestLimits): void {
   if (texts.length === 0) throw new InvalidRequestError(`${field}: at least one ${noun} is required`);
   if (texts.length > limits.maxInputsPerRequest) {
-    throw new InvalidRequestError(
-      `${field}: ${texts.length} ${noun}s exceed the limit of ${limits.maxInputsPerRequest} per request`,
-    );
+    throw new InvalidRequestError(`${field}: ${texts.length} ${noun}s exceed the limit of ${limits.maxInputsPerRequest} per request`);
   }
   for (let i = 0; i < texts.length; i++) checkText(`${field}[${i}]`, texts[i] ?? "", limits);
 }
@@ -62,11 +58,7 @@ export function checkTexts(field: string, noun: string, texts: readonly string[]
  * Checks an Embed request against the catalog and the gateway's limits; returns the model.
  * Each error names the offending input and the limit, never echoes user text.
  */
-export function validateEmbed(
-  req: EmbedRequest,
-  models: ReadonlyMap<string, CatalogModel>,
-  limits: RequestLimits,
-): CatalogModel {
+export function validateEmbed(req: EmbedRequest, models: ReadonlyMap<string, CatalogModel>, limits: RequestLimits): CatalogModel {
   const model = requireModel(req.model, models, "embed");
   checkTexts("inputs", "text", req.inputs, limits);
   return model;

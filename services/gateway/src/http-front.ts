@@ -33,7 +33,12 @@ function refuseUnauthenticated(req: Req, res: Res, message: string): void {
   const UNAUTHENTICATED = message;
   const type = req.headers["content-type"] ?? "";
   if (/^application\/grpc/i.test(type)) {
-    writeHead(res, 200, { "content-type": type.split(";")[0] ?? "application/grpc", "grpc-status": "16", "grpc-message": encodeURIComponent(UNAUTHENTICATED), "www-authenticate": 'Bearer realm="shoal"' });
+    writeHead(res, 200, {
+      "content-type": type.split(";")[0] ?? "application/grpc",
+      "grpc-status": "16",
+      "grpc-message": encodeURIComponent(UNAUTHENTICATED),
+      "www-authenticate": 'Bearer realm="shoal"',
+    });
     res.end();
   } else {
     writeHead(res, 401, { "content-type": "application/json", "www-authenticate": 'Bearer realm="shoal"' });
@@ -60,7 +65,10 @@ export function createHttpFront(routes: HttpFrontRoutes): Handler {
       // Connect-ES 2.1 hangs a gRPC call whose error message holds a lone surrogate (its
       // encodeURIComponent of grpc-message throws), and V8's JSON parse errors quote the body in
       // a way that can split a surrogate pair. gRPC clients send protobuf; Connect JSON is served.
-      writeHead(res, 415, { "content-type": "text/plain", "accept-post": "application/grpc, application/grpc+proto, application/grpc-web, application/grpc-web+proto, application/json, application/proto" });
+      writeHead(res, 415, {
+        "content-type": "text/plain",
+        "accept-post": "application/grpc, application/grpc+proto, application/grpc-web, application/grpc-web+proto, application/json, application/proto",
+      });
       res.end("gRPC and gRPC-Web take the protobuf codec; use application/json for Connect JSON\n");
     } else if (routes.keyRefusal !== undefined && KEYED_PATH.test(pathname) && routes.keyRefusal(headerOf(req, "authorization")) !== undefined) {
       refuseUnauthenticated(req, res, routes.keyRefusal(headerOf(req, "authorization")) ?? "");

@@ -121,20 +121,26 @@ describe("InferenceService handlers over a stand-in queue (real PendingJobs and 
       return { case: "embed", value: { dimensions: 2, vectors: f32([1, 2, 3, 4]), tokenCounts: [3, 5], truncated: [1] } };
     });
     const ctx = ctxFor(InferenceService.method.embed);
-    const res = create(EmbedResponseSchema, await h.service.embed(
-      create(EmbedRequestSchema, { model: "emb", inputs: ["hello", "world!"], lane: Lane.BATCH, options: { encoding: VectorEncoding.FLOAT32_LE } }),
-      ctx,
-    ));
+    const res = create(
+      EmbedResponseSchema,
+      await h.service.embed(
+        create(EmbedRequestSchema, { model: "emb", inputs: ["hello", "world!"], lane: Lane.BATCH, options: { encoding: VectorEncoding.FLOAT32_LE } }),
+        ctx,
+      ),
+    );
     const env = h.sent[0]!.envelope;
     assert.equal(h.sent[0]!.topic.includes("batch"), true);
     assert.deepEqual(env.task, { case: "embed", value: env.task.value });
     assert.ok(env.task.case === "embed" && env.task.value.normalize === true && env.task.value.truncate === false);
     assert.equal(env.model, "emb");
     assert.equal(env.replyTo?.topic, "shoal.replies.gw-test");
-    assert.deepEqual(res.embeddings.map((e) => [e.index, Array.from(new Float32Array(new Uint8Array(e.float32Le).buffer)), e.tokens, e.truncated]), [
-      [0, [1, 2], 3, false],
-      [1, [3, 4], 5, true],
-    ]);
+    assert.deepEqual(
+      res.embeddings.map((e) => [e.index, Array.from(new Float32Array(new Uint8Array(e.float32Le).buffer)), e.tokens, e.truncated]),
+      [
+        [0, [1, 2], 3, false],
+        [1, [3, 4], 5, true],
+      ],
+    );
     assert.deepEqual(res.usage, { $typeName: "shoal.v1.Usage", promptTokens: 8, totalTokens: 8 });
     assert.equal(ctx.responseHeader.get("shoal-worker"), "w-1");
     assert.equal(ctx.responseHeader.get("shoal-inference-ms"), "3.00");
@@ -150,14 +156,27 @@ describe("InferenceService handlers over a stand-in queue (real PendingJobs and 
       return { case: "scores", value: { perInput: 1, scores: f32([0.3, 0.95, 0.01]), tokenCounts: [7, 9, 8], truncated: [1] } };
     });
     const ctx = ctxFor(InferenceService.method.rerank);
-    const res = create(RerankResponseSchema, await h.service.rerank(
-      create(RerankRequestSchema, { model: "rr", query: "what is a cat", documents: ["dogs", "cats purr", "tax law"], topK: 2, truncate: true, returnDocuments: true }),
-      ctx,
-    ));
-    assert.deepEqual(res.results.map((r) => [r.index, r.document, r.tokens, r.truncated]), [
-      [1, "cats purr", 9, true],
-      [0, "dogs", 7, false],
-    ]);
+    const res = create(
+      RerankResponseSchema,
+      await h.service.rerank(
+        create(RerankRequestSchema, {
+          model: "rr",
+          query: "what is a cat",
+          documents: ["dogs", "cats purr", "tax law"],
+          topK: 2,
+          truncate: true,
+          returnDocuments: true,
+        }),
+        ctx,
+      ),
+    );
+    assert.deepEqual(
+      res.results.map((r) => [r.index, r.document, r.tokens, r.truncated]),
+      [
+        [1, "cats purr", 9, true],
+        [0, "dogs", 7, false],
+      ],
+    );
     assert.equal(res.results[0]!.score, Math.fround(0.95));
     assert.equal(res.usage?.promptTokens, 24);
     assert.equal(res.model, "rr");
@@ -188,24 +207,59 @@ describe("InferenceService handlers over a stand-in queue (real PendingJobs and 
 
   test("a result of the wrong shape or kind is Internal", async () => {
     h.answer(() => ({ case: "scores", value: { perInput: 2, scores: f32([0.1, 0.2]), tokenCounts: [1] } }));
-    await rejects(h.service.rerank(create(RerankRequestSchema, { model: "rr", query: "q", documents: ["d"] }), ctxFor(InferenceService.method.rerank)), Code.Internal, /wrong shape/);
+    await rejects(
+      h.service.rerank(create(RerankRequestSchema, { model: "rr", query: "q", documents: ["d"] }), ctxFor(InferenceService.method.rerank)),
+      Code.Internal,
+      /wrong shape/,
+    );
     h.answer(() => ({ case: "scores", value: { perInput: 2, scores: f32([0.1, 0.2]), tokenCounts: [1] } }));
-    await rejects(h.service.classify(create(ClassifyRequestSchema, { model: "cls", inputs: ["x"] }), ctxFor(InferenceService.method.classify)), Code.Internal, /wrong shape/);
+    await rejects(
+      h.service.classify(create(ClassifyRequestSchema, { model: "cls", inputs: ["x"] }), ctxFor(InferenceService.method.classify)),
+      Code.Internal,
+      /wrong shape/,
+    );
     h.answer(() => ({ case: "embed", value: { dimensions: 1, vectors: f32([1]), tokenCounts: [1] } }));
-    await rejects(h.service.classify(create(ClassifyRequestSchema, { model: "cls", inputs: ["x"] }), ctxFor(InferenceService.method.classify)), Code.Internal, /no scores/);
+    await rejects(
+      h.service.classify(create(ClassifyRequestSchema, { model: "cls", inputs: ["x"] }), ctxFor(InferenceService.method.classify)),
+      Code.Internal,
+      /no scores/,
+    );
   });
 
   test("invalid requests never reach the queue: NotFound, task mismatch, limits", async () => {
-    await rejects(h.service.rerank(create(RerankRequestSchema, { model: "nope", query: "q", documents: ["d"] }), ctxFor(InferenceService.method.rerank)), Code.NotFound, /'nope'/);
-    await rejects(h.service.rerank(create(RerankRequestSchema, { model: "cls", query: "q", documents: ["d"] }), ctxFor(InferenceService.method.rerank)), Code.InvalidArgument, /call Classify/);
-    await rejects(h.service.classify(create(ClassifyRequestSchema, { model: "emb", inputs: ["x"] }), ctxFor(InferenceService.method.classify)), Code.InvalidArgument, /call Embed/);
-    await rejects(h.service.embed(create(EmbedRequestSchema, { model: "rr", inputs: ["x"] }), ctxFor(InferenceService.method.embed)), Code.InvalidArgument, /call Rerank/);
     await rejects(
-      h.service.rerank(create(RerankRequestSchema, { model: "rr", query: "q", documents: Array.from({ length: 9 }, () => "d") }), ctxFor(InferenceService.method.rerank)),
+      h.service.rerank(create(RerankRequestSchema, { model: "nope", query: "q", documents: ["d"] }), ctxFor(InferenceService.method.rerank)),
+      Code.NotFound,
+      /'nope'/,
+    );
+    await rejects(
+      h.service.rerank(create(RerankRequestSchema, { model: "cls", query: "q", documents: ["d"] }), ctxFor(InferenceService.method.rerank)),
+      Code.InvalidArgument,
+      /call Classify/,
+    );
+    await rejects(
+      h.service.classify(create(ClassifyRequestSchema, { model: "emb", inputs: ["x"] }), ctxFor(InferenceService.method.classify)),
+      Code.InvalidArgument,
+      /call Embed/,
+    );
+    await rejects(
+      h.service.embed(create(EmbedRequestSchema, { model: "rr", inputs: ["x"] }), ctxFor(InferenceService.method.embed)),
+      Code.InvalidArgument,
+      /call Rerank/,
+    );
+    await rejects(
+      h.service.rerank(
+        create(RerankRequestSchema, { model: "rr", query: "q", documents: Array.from({ length: 9 }, () => "d") }),
+        ctxFor(InferenceService.method.rerank),
+      ),
       Code.InvalidArgument,
       /^documents: 9 documents exceed the limit of 8 per request$/,
     );
-    await rejects(h.service.rerank(create(RerankRequestSchema, { model: "rr", query: "", documents: ["d"] }), ctxFor(InferenceService.method.rerank)), Code.InvalidArgument, /^query: empty text$/);
+    await rejects(
+      h.service.rerank(create(RerankRequestSchema, { model: "rr", query: "", documents: ["d"] }), ctxFor(InferenceService.method.rerank)),
+      Code.InvalidArgument,
+      /^query: empty text$/,
+    );
     assert.equal(h.sent.length, 0);
   });
 });

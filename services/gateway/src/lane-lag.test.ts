@@ -7,7 +7,12 @@ import { createLaneLagMonitor } from "./lane-lag.ts";
 import { createGatewayMetrics } from "./gateway-metrics.ts";
 
 const ends = (topic: string): Array<{ partition: number; offset: string; high: string; low: string }> =>
-  topic.endsWith("batch") ? [{ partition: 0, offset: "50", high: "50", low: "10" }] : [{ partition: 0, offset: "20", high: "20", low: "0" }, { partition: 1, offset: "30", high: "30", low: "5" }];
+  topic.endsWith("batch")
+    ? [{ partition: 0, offset: "50", high: "50", low: "10" }]
+    : [
+        { partition: 0, offset: "20", high: "20", low: "0" },
+        { partition: 1, offset: "30", high: "30", low: "5" },
+      ];
 
 function shareAdmin(parts: ShareGroupPartitionOffsets[]) {
   return { describeShareGroupOffsets: async () => parts };
@@ -22,7 +27,13 @@ test("share backlog: the broker's lag where it has one, high watermark − start
       { topic: "batch", partition: 0, startOffset: -1n, leaderEpoch: 0 }, // no state yet: 50 − 10
     ]),
   );
-  assert.deepEqual(await read("g", ["i", "batch"]), new Map([["i", 8], ["batch", 40]]));
+  assert.deepEqual(
+    await read("g", ["i", "batch"]),
+    new Map([
+      ["i", 8],
+      ["batch", 40],
+    ]),
+  );
 });
 
 test("share backlog needs no watermarks when every partition has a lag", async () => {
@@ -36,9 +47,23 @@ test("share backlog needs no watermarks when every partition has a lag", async (
 test("consumer-group backlog: high watermark − commit, from the low watermark without one", async () => {
   const read = consumerGroupBacklog({
     fetchTopicOffsets: async (t: string) => ends(t),
-    fetchOffsets: (async () => [{ topic: "i", partitions: [{ partition: 0, offset: "15", metadata: null }, { partition: 1, offset: "-1", metadata: null }] }]) as never,
+    fetchOffsets: (async () => [
+      {
+        topic: "i",
+        partitions: [
+          { partition: 0, offset: "15", metadata: null },
+          { partition: 1, offset: "-1", metadata: null },
+        ],
+      },
+    ]) as never,
   });
-  assert.deepEqual(await read("g", ["i", "batch"]), new Map([["i", 5 + 25], ["batch", 40]]));
+  assert.deepEqual(
+    await read("g", ["i", "batch"]),
+    new Map([
+      ["i", 5 + 25],
+      ["batch", 40],
+    ]),
+  );
 });
 
 /** A pino logger that keeps what it logs. */
@@ -70,7 +95,16 @@ test("each pool is read through its intake's source; a failing pool warns once, 
   };
   const queued: Record<string, number> = {};
   const { logger, lines } = recordingLogger();
-  const monitor = createLaneLagMonitor({ share, group }, { setQueued: (lane, tokens) => Object.assign(queued, { [lane]: tokens }) }, [{ name: "a", intake: "share" }, { name: "b", intake: "group" }], logger, 5);
+  const monitor = createLaneLagMonitor(
+    { share, group },
+    { setQueued: (lane, tokens) => Object.assign(queued, { [lane]: tokens }) },
+    [
+      { name: "a", intake: "share" },
+      { name: "b", intake: "group" },
+    ],
+    logger,
+    5,
+  );
   monitor.observeJob("interactive", 10);
   void monitor.start();
   try {
@@ -96,8 +130,14 @@ test("each pool is read through its intake's source; a failing pool warns once, 
 });
 
 test("shoal_gateway_queue_lag_records exports the monitor's figures per pool and lane", async () => {
-  const lag = new Map([["default/interactive", 7], ["default/batch", 0]]);
-  const metrics = createGatewayMetrics(() => 0, () => lag);
+  const lag = new Map([
+    ["default/interactive", 7],
+    ["default/batch", 0],
+  ]);
+  const metrics = createGatewayMetrics(
+    () => 0,
+    () => lag,
+  );
   const text = await metrics.registry.metrics();
   assert.match(text, /shoal_gateway_queue_lag_records\{pool="default",lane="interactive",service="gateway"\} 7/);
   assert.match(text, /shoal_gateway_queue_lag_records\{pool="default",lane="batch",service="gateway"\} 0/);

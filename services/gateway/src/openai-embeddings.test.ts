@@ -62,7 +62,10 @@ describe("POST /v1/embeddings over a stand-in Embed (a test double of InferenceS
     assert.equal(seen[0]?.options?.encoding, VectorEncoding.FLOAT32_LE);
     const b = (await (await post({ model: "m", input: "a", encoding_format: "base64" })).json()) as { data: { embedding: string }[] };
     const bytes = Buffer.from(b.data[0]!.embedding, "base64");
-    assert.deepEqual([0, 1, 2].map((i) => bytes.readFloatLE(i * 4)), [0, Math.fround(0.1), -2.5]);
+    assert.deepEqual(
+      [0, 1, 2].map((i) => bytes.readFloatLE(i * 4)),
+      [0, Math.fround(0.1), -2.5],
+    );
   });
 
   test("Connect codes become HTTP statuses with OpenAI's error body; retry hints pass through as headers", async () => {

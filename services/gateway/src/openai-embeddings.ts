@@ -69,8 +69,17 @@ export function openAiErrorFrom(err: ConnectError): OpenAiError {
   const status = httpStatus[err.code] ?? 500;
   // Shoal's validation names `inputs[i]`; the OpenAI request calls the field `input`.
   const message = err.rawMessage.replace(/^inputs\b/, "input");
-  const param = /^input\b/.test(message) ? "input" : /^model\b/.test(message) || err.code === Code.NotFound || err.code === Code.PermissionDenied ? "model" : null;
-  const code = err.code === Code.NotFound ? "model_not_found" : err.code === Code.Unauthenticated ? "invalid_api_key" : (Code[err.code] ?? "unknown").replace(/[A-Z]/g, (c, i: number) => (i > 0 ? "_" : "") + c.toLowerCase());
+  const param = /^input\b/.test(message)
+    ? "input"
+    : /^model\b/.test(message) || err.code === Code.NotFound || err.code === Code.PermissionDenied
+      ? "model"
+      : null;
+  const code =
+    err.code === Code.NotFound
+      ? "model_not_found"
+      : err.code === Code.Unauthenticated
+        ? "invalid_api_key"
+        : (Code[err.code] ?? "unknown").replace(/[A-Z]/g, (c, i: number) => (i > 0 ? "_" : "") + c.toLowerCase());
   return { status, message, type: errorType(status), param, code };
 }
 

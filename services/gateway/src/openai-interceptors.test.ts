@@ -137,7 +137,18 @@ describe("POST /v1/embeddings through the Connect routes' interceptors: SERVER s
         instance: span.attributes[Attr.GATEWAY_INSTANCE],
         ua: span.attributes[Attr.USER_AGENT],
       },
-      { method: "POST", path: "/v1/embeddings", route: "/v1/embeddings", scheme: "http", version: "1.1", status: 200, model: "m", inputs: 2, instance: "gw-test", ua: "OpenAI/JS 5" },
+      {
+        method: "POST",
+        path: "/v1/embeddings",
+        route: "/v1/embeddings",
+        scheme: "http",
+        version: "1.1",
+        status: 200,
+        model: "m",
+        inputs: 2,
+        instance: "gw-test",
+        ua: "OpenAI/JS 5",
+      },
     );
     assert.equal(span.status.code, SpanStatusCode.UNSET);
     assert.equal(activeInEmbed[0]?.spanContext().spanId, span.spanContext().spanId, "the SERVER span is active while Embed runs");
@@ -242,7 +253,12 @@ describe("POST /v1/embeddings through the Connect routes' interceptors: SERVER s
         ctx.signal.addEventListener("abort", () => reject(new ConnectError("client went away", Code.Canceled)), { once: true });
       });
     const abort = new AbortController();
-    const call = fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "m", input: "a" }), signal: abort.signal });
+    const call = fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", input: "a" }),
+      signal: abort.signal,
+    });
     await inEmbed;
     abort.abort();
     await assert.rejects(call);

@@ -74,7 +74,13 @@ describe("gRPC server reflection over the generated descriptors (real Connect se
     assert.equal(missing.messageResponse.value.errorCode, 5);
   });
 
-  for (const symbol of ["shoal.v1.InferenceService", "shoal.v1.InferenceService.Embed", "shoal.v1.EmbedRequest", "shoal.v1.EmbedOptions.encoding", "shoal.v1.VECTOR_ENCODING_FLOAT32_LE"]) {
+  for (const symbol of [
+    "shoal.v1.InferenceService",
+    "shoal.v1.InferenceService.Embed",
+    "shoal.v1.EmbedRequest",
+    "shoal.v1.EmbedOptions.encoding",
+    "shoal.v1.VECTOR_ENCODING_FLOAT32_LE",
+  ]) {
     test(`file_containing_symbol ${symbol}: the file and its imports rebuild the full Embed schema`, async () => {
       const [res] = await ask({ case: "fileContainingSymbol", value: symbol });
       assert.equal(res?.messageResponse.case, "fileDescriptorResponse");

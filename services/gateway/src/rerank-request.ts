@@ -9,11 +9,7 @@ import { checkText, checkTexts, requireModel, type RequestLimits } from "./embed
  * the per-request input limit. Errors name the field and the limit, never echo user text.
  * `top_k` needs no check: 0 (or unset) means every document, more than the count means all too.
  */
-export function validateRerank(
-  req: RerankRequest,
-  models: ReadonlyMap<string, CatalogModel>,
-  limits: RequestLimits,
-): CatalogModel {
+export function validateRerank(req: RerankRequest, models: ReadonlyMap<string, CatalogModel>, limits: RequestLimits): CatalogModel {
   const model = requireModel(req.model, models, "rerank");
   checkText("query", req.query, limits);
   checkTexts("documents", "document", req.documents, limits);
@@ -25,12 +21,7 @@ export function validateRerank(
  * so the cost is the sum over documents of the pair's estimate (each capped at the model's max
  * sequence length when truncating).
  */
-export function estimateRerankTokens(
-  query: string,
-  documents: readonly string[],
-  maxSequenceLength: number,
-  truncate: boolean,
-): number {
+export function estimateRerankTokens(query: string, documents: readonly string[], maxSequenceLength: number, truncate: boolean): number {
   let total = 0;
   // Concatenation only builds a rope (no copy); the estimate reads the length.
   for (const document of documents) total += estimateTokens([query + document], maxSequenceLength, truncate);

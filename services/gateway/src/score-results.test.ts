@@ -50,14 +50,23 @@ describe("rankDocuments", () => {
 
   test("highest score first, ties keep document order, tokens and truncation per document", () => {
     const { results, promptTokens } = rankDocuments(rows, docs, { returnDocuments: false });
-    assert.deepEqual(results.map((r) => r.index), [1, 3, 2, 0, 4]);
+    assert.deepEqual(
+      results.map((r) => r.index),
+      [1, 3, 2, 0, 4],
+    );
     assert.deepEqual(results[1], { index: 3, score: Math.fround(0.9), document: "", tokens: 8, truncated: true });
     assert.equal(promptTokens, 35);
   });
 
   test("top_k keeps the best k; usage still counts every pair; return_documents copies the text", () => {
     const { results, promptTokens } = rankDocuments(rows, docs, { topK: 2, returnDocuments: true });
-    assert.deepEqual(results.map((r) => [r.index, r.document]), [[1, "d1"], [3, "d3"]]);
+    assert.deepEqual(
+      results.map((r) => [r.index, r.document]),
+      [
+        [1, "d1"],
+        [3, "d3"],
+      ],
+    );
     assert.equal(promptTokens, 35);
     assert.equal(rankDocuments(rows, docs, { topK: 0, returnDocuments: false }).results.length, 5);
     assert.equal(rankDocuments(rows, docs, { topK: 50, returnDocuments: false }).results.length, 5);
@@ -65,7 +74,10 @@ describe("rankDocuments", () => {
 
   test("raw logits (negative scores) and NaN: NaN sorts last, the rest by score", () => {
     const r = readScores(out(1, [-3, Number.NaN, -1, 2], [1, 1, 1, 1]), 4, 1);
-    assert.deepEqual(rankDocuments(r, ["a", "b", "c", "d"], { returnDocuments: false }).results.map((x) => x.index), [3, 2, 0, 1]);
+    assert.deepEqual(
+      rankDocuments(r, ["a", "b", "c", "d"], { returnDocuments: false }).results.map((x) => x.index),
+      [3, 2, 0, 1],
+    );
   });
 });
 
@@ -88,7 +100,10 @@ describe("labelInputs", () => {
 
   test("top_k keeps each input's best k labels", () => {
     const { classifications } = labelInputs(rows, 2, labels, 1);
-    assert.deepEqual(classifications.map((c) => c.labels.map((l) => l.label)), [["pos"], ["neg"]]);
+    assert.deepEqual(
+      classifications.map((c) => c.labels.map((l) => l.label)),
+      [["pos"], ["neg"]],
+    );
     assert.equal(labelInputs(rows, 2, labels, 0).classifications[0]!.labels.length, 3);
   });
 });

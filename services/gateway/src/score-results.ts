@@ -68,11 +68,7 @@ export interface RankOptions {
  * Rerank's results: documents by score, highest first (ties keep document order), the best
  * `top_k` kept. `promptTokens` counts every pair the worker ran, kept or not.
  */
-export function rankDocuments(
-  rows: ScoreRows,
-  documents: readonly string[],
-  opts: RankOptions,
-): { results: RankedDocument[]; promptTokens: number } {
+export function rankDocuments(rows: ScoreRows, documents: readonly string[], opts: RankOptions): { results: RankedDocument[]; promptTokens: number } {
   let promptTokens = 0;
   for (let i = 0; i < documents.length; i++) promptTokens += rows.tokenCounts[i] ?? 0;
   const order = rankOrder(documents.length, (i) => rows.scores[i * rows.perInput] ?? 0);

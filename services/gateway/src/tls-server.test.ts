@@ -18,7 +18,29 @@ try {
 
 test("one TLS port answers HTTP/1.1 and h2 by ALPN; plain text is refused", { skip: !hasOpenssl && "openssl CLI not found" }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "shoal-tls-"));
-  execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"), "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"], { stdio: "ignore" });
+  execFileSync(
+    "openssl",
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-keyout",
+      join(dir, "key.pem"),
+      "-out",
+      join(dir, "cert.pem"),
+      "-days",
+      "2",
+      "-subj",
+      "/CN=localhost",
+      "-addext",
+      "subjectAltName=DNS:localhost,IP:127.0.0.1",
+    ],
+    { stdio: "ignore" },
+  );
   const ca = readFileSync(join(dir, "cert.pem"));
   const server = createTlsServer(
     (req, res) => {
@@ -30,11 +52,13 @@ test("one TLS port answers HTTP/1.1 and h2 by ALPN; plain text is refused", { sk
   const { port } = await server.listen(0, "127.0.0.1");
   try {
     const h1 = await new Promise<string>((ok, fail) => {
-      https.get({ host: "127.0.0.1", port, path: "/one", ca, agent: false }, (res) => {
-        let body = "";
-        res.on("data", (c: Buffer) => (body += c.toString()));
-        res.on("end", () => ok(body));
-      }).on("error", fail);
+      https
+        .get({ host: "127.0.0.1", port, path: "/one", ca, agent: false }, (res) => {
+          let body = "";
+          res.on("data", (c: Buffer) => (body += c.toString()));
+          res.on("end", () => ok(body));
+        })
+        .on("error", fail);
     });
     assert.equal(h1, "v1.1 /one");
 

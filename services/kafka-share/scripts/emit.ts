@@ -5,16 +5,7 @@
  * way Kafka's generated Java classes do. Byte-level primitives come from @platformatic/kafka's
  * Writer and Reader.
  */
-import {
-  condition,
-  covers,
-  intersect,
-  isEmpty,
-  parseVersions,
-  type FieldSpec,
-  type MessageSpec,
-  type VersionRange,
-} from "./schema.ts";
+import { condition, covers, intersect, isEmpty, parseVersions, type FieldSpec, type MessageSpec, type VersionRange } from "./schema.ts";
 
 const PRIMITIVES: Record<string, { ts: string; write: string; read: string; zero: string }> = {
   bool: { ts: "boolean", write: "appendBoolean", read: "readBoolean", zero: "false" },
@@ -164,7 +155,8 @@ export function emitMessage(spec: MessageSpec, out: string[]): void {
       if (cond === "true") out.push(...body.map((l) => `    ${l}`));
       else {
         out.push(`    if (${cond}) {`, ...body.map((l) => `      ${l}`), `    }`);
-        if (!f.ignorable) out.push(`    else if (!isDefault(v, ${defaultOf(f)})) throw new RangeError("${spec.name}: ${f.name} needs version ${f.versions}, got " + version);`);
+        if (!f.ignorable)
+          out.push(`    else if (!isDefault(v, ${defaultOf(f)})) throw new RangeError("${spec.name}: ${f.name} needs version ${f.versions}, got " + version);`);
       }
       out.push(`  }`);
     }
@@ -235,7 +227,12 @@ export function emitMessage(spec: MessageSpec, out: string[]): void {
   // A non-nullable struct missing from a version reads as a struct of defaults, as in Kafka.
   for (const s of structs.filter((s) => defaultStructs.has(s.tsName))) {
     out.push(`function read${s.tsName}Default(): ${s.tsName} {`);
-    out.push(`  return { ${live(s.fields).map((f) => `${camel(f.name)}: ${defaultOf(f)}`).join(", ")} };`, `}`);
+    out.push(
+      `  return { ${live(s.fields)
+        .map((f) => `${camel(f.name)}: ${defaultOf(f)}`)
+        .join(", ")} };`,
+      `}`,
+    );
     out.push(``);
   }
 

@@ -23,14 +23,7 @@ const SCHEMAS = join(PACKAGE, "schemas");
 const OUT = join(PACKAGE, "src", "generated");
 
 /** The APIs the library speaks: each pairs a request and a response schema into one module. */
-const APIS = [
-  "ShareGroupHeartbeat",
-  "ShareGroupDescribe",
-  "DescribeShareGroupOffsets",
-  "ShareFetch",
-  "ShareAcknowledge",
-  "IncrementalAlterConfigs",
-] as const;
+const APIS = ["ShareGroupHeartbeat", "ShareGroupDescribe", "DescribeShareGroupOffsets", "ShareFetch", "ShareAcknowledge", "IncrementalAlterConfigs"] as const;
 
 const args = process.argv.slice(2);
 const jarAt = args.indexOf("--from-jar");
@@ -62,7 +55,9 @@ const written: string[] = ["runtime.ts"];
 
 /** The runtime helpers a generated file uses, and only those (the project compiles with noUnusedLocals). */
 function runtimeImport(code: string): string {
-  const used = ["checkVersion", "EMPTY_BUFFER", "isDefault", "readTaggedFields", "writeTaggedFields", "ZERO_UUID"].filter((name) => new RegExp(`\\b${name}\\b`).test(code));
+  const used = ["checkVersion", "EMPTY_BUFFER", "isDefault", "readTaggedFields", "writeTaggedFields", "ZERO_UUID"].filter((name) =>
+    new RegExp(`\\b${name}\\b`).test(code),
+  );
   return `import { ${[...used, "type ApiSpec"].join(", ")} } from "./runtime.ts";`;
 }
 
@@ -91,7 +86,13 @@ for (const api of APIS) {
   const body: string[] = [];
   emitMessage(request, body);
   emitMessage(response, body);
-  const out: string[] = [...HEADER, 'import { Writer, type Reader } from "@platformatic/kafka";', runtimeImport(body.join("\n")), "", ...unusedVersionParams(body)];
+  const out: string[] = [
+    ...HEADER,
+    'import { Writer, type Reader } from "@platformatic/kafka";',
+    runtimeImport(body.join("\n")),
+    "",
+    ...unusedVersionParams(body),
+  ];
   const flexibleFrom = flexible.lo;
   out.push(
     `/** ${api} (API key ${request.apiKey}): versions ${request.validVersions}, flexible from ${flexibleFrom}. */`,

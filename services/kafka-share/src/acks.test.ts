@@ -3,7 +3,13 @@ import { test } from "node:test";
 import { AckQueue, AckType, toBatches } from "./acks.ts";
 
 test("runs of consecutive offsets become one batch; one type when they agree", () => {
-  const acks = new Map<bigint, number>([[5n, 1], [3n, 1], [4n, 1], [9n, 2], [10n, 3]]);
+  const acks = new Map<bigint, number>([
+    [5n, 1],
+    [3n, 1],
+    [4n, 1],
+    [9n, 2],
+    [10n, 3],
+  ]);
   assert.deepEqual(toBatches(acks), [
     { firstOffset: 3n, lastOffset: 5n, acknowledgeTypes: [1] },
     { firstOffset: 9n, lastOffset: 10n, acknowledgeTypes: [2, 3] },

@@ -169,7 +169,12 @@ async function describeOffsets(cluster: Cluster, groupId: string, topics?: reado
   const out: ShareGroupPartitionOffsets[] = [];
   for (const t of g.topics) {
     for (const p of t.partitions) {
-      if (p.errorCode !== ErrorCode.NONE) throw new KafkaProtocolError("DescribeShareGroupOffsets", p.errorCode, `${t.topicName}-${p.partitionIndex}${p.errorMessage ? `: ${p.errorMessage}` : ""}`);
+      if (p.errorCode !== ErrorCode.NONE)
+        throw new KafkaProtocolError(
+          "DescribeShareGroupOffsets",
+          p.errorCode,
+          `${t.topicName}-${p.partitionIndex}${p.errorMessage ? `: ${p.errorMessage}` : ""}`,
+        );
       out.push({
         topic: t.topicName,
         partition: p.partitionIndex,

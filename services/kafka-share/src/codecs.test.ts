@@ -31,7 +31,12 @@ test("ShareGroupHeartbeat v1 round trip (nullable strings, arrays and struct)", 
     1,
     { groupId: "g", memberId: "m", memberEpoch: 4, rackId: "rack", subscribedTopicNames: ["a", "b"] },
     {
-      throttleTimeMs: 1, errorCode: 0, errorMessage: null, memberId: "m", memberEpoch: 5, heartbeatIntervalMs: 1000,
+      throttleTimeMs: 1,
+      errorCode: 0,
+      errorMessage: null,
+      memberId: "m",
+      memberEpoch: 5,
+      heartbeatIntervalMs: 1000,
       assignment: { topicPartitions: [{ topicId: TOPIC_ID, partitions: [0, 2] }] },
     },
   );
@@ -51,14 +56,29 @@ test("ShareGroupDescribe v1 round trip", () => {
     { groupIds: ["g1", "g2"], includeAuthorizedOperations: true },
     {
       throttleTimeMs: 0,
-      groups: [{
-        errorCode: 0, errorMessage: null, groupId: "g1", groupState: "Stable", groupEpoch: 3, assignmentEpoch: 3, assignorName: "simple",
-        members: [{
-          memberId: "m", rackId: null, memberEpoch: 3, clientId: "c", clientHost: "/127.0.0.1", subscribedTopicNames: ["t"],
-          assignment: { topicPartitions: [{ topicId: TOPIC_ID, topicName: "t", partitions: [0] }] },
-        }],
-        authorizedOperations: 8,
-      }],
+      groups: [
+        {
+          errorCode: 0,
+          errorMessage: null,
+          groupId: "g1",
+          groupState: "Stable",
+          groupEpoch: 3,
+          assignmentEpoch: 3,
+          assignorName: "simple",
+          members: [
+            {
+              memberId: "m",
+              rackId: null,
+              memberEpoch: 3,
+              clientId: "c",
+              clientHost: "/127.0.0.1",
+              subscribedTopicNames: ["t"],
+              assignment: { topicPartitions: [{ topicId: TOPIC_ID, topicName: "t", partitions: [0] }] },
+            },
+          ],
+          authorizedOperations: 8,
+        },
+      ],
     },
   );
 });
@@ -68,19 +88,31 @@ for (const version of [0, 1]) {
     roundTrip(
       describeShareGroupOffsetsApi,
       version,
-      { groups: [{ groupId: "g", topics: [{ topicName: "t", partitions: [0, 1] }] }, { groupId: "all", topics: null }] },
+      {
+        groups: [
+          { groupId: "g", topics: [{ topicName: "t", partitions: [0, 1] }] },
+          { groupId: "all", topics: null },
+        ],
+      },
       {
         throttleTimeMs: 0,
-        groups: [{
-          groupId: "g", errorCode: 0, errorMessage: null,
-          topics: [{
-            topicName: "t", topicId: TOPIC_ID,
-            partitions: [
-              { partitionIndex: 0, startOffset: 12n, leaderEpoch: 1, lag: version >= 1 ? 3n : -1n, errorCode: 0, errorMessage: null },
-              { partitionIndex: 1, startOffset: -1n, leaderEpoch: 0, lag: -1n, errorCode: 3, errorMessage: "unknown" },
+        groups: [
+          {
+            groupId: "g",
+            errorCode: 0,
+            errorMessage: null,
+            topics: [
+              {
+                topicName: "t",
+                topicId: TOPIC_ID,
+                partitions: [
+                  { partitionIndex: 0, startOffset: 12n, leaderEpoch: 1, lag: version >= 1 ? 3n : -1n, errorCode: 0, errorMessage: null },
+                  { partitionIndex: 1, startOffset: -1n, leaderEpoch: 0, lag: -1n, errorCode: 3, errorMessage: "unknown" },
+                ],
+              },
             ],
-          }],
-        }],
+          },
+        ],
       },
     );
   });
@@ -92,21 +124,47 @@ for (const version of [1, 2]) {
       shareFetchApi,
       version,
       {
-        groupId: "g", memberId: "m", shareSessionEpoch: 2, maxWaitMs: 500, minBytes: 1, maxBytes: 1 << 20, maxRecords: 10, batchSize: 10,
+        groupId: "g",
+        memberId: "m",
+        shareSessionEpoch: 2,
+        maxWaitMs: 500,
+        minBytes: 1,
+        maxBytes: 1 << 20,
+        maxRecords: 10,
+        batchSize: 10,
         // v1 has no acquire mode / renew flag: they decode as their defaults
-        shareAcquireMode: version >= 2 ? 1 : 0, isRenewAck: false,
-        topics: [{ topicId: TOPIC_ID, partitions: [{ partitionIndex: 0, acknowledgementBatches: [{ firstOffset: 5n, lastOffset: 7n, acknowledgeTypes: [1, 2, 3] }] }] }],
+        shareAcquireMode: version >= 2 ? 1 : 0,
+        isRenewAck: false,
+        topics: [
+          {
+            topicId: TOPIC_ID,
+            partitions: [{ partitionIndex: 0, acknowledgementBatches: [{ firstOffset: 5n, lastOffset: 7n, acknowledgeTypes: [1, 2, 3] }] }],
+          },
+        ],
         forgottenTopicsData: [{ topicId: TOPIC_ID, partitions: [1] }],
       },
       {
-        throttleTimeMs: 0, errorCode: 0, errorMessage: null, acquisitionLockTimeoutMs: 2000,
-        responses: [{
-          topicId: TOPIC_ID,
-          partitions: [{
-            partitionIndex: 0, errorCode: 0, errorMessage: null, acknowledgeErrorCode: 121, acknowledgeErrorMessage: "expired",
-            currentLeader: leader, records: Buffer.from([1, 2, 3]), acquiredRecords: [{ firstOffset: 8n, lastOffset: 9n, deliveryCount: 2 }],
-          }],
-        }],
+        throttleTimeMs: 0,
+        errorCode: 0,
+        errorMessage: null,
+        acquisitionLockTimeoutMs: 2000,
+        responses: [
+          {
+            topicId: TOPIC_ID,
+            partitions: [
+              {
+                partitionIndex: 0,
+                errorCode: 0,
+                errorMessage: null,
+                acknowledgeErrorCode: 121,
+                acknowledgeErrorMessage: "expired",
+                currentLeader: leader,
+                records: Buffer.from([1, 2, 3]),
+                acquiredRecords: [{ firstOffset: 8n, lastOffset: 9n, deliveryCount: 2 }],
+              },
+            ],
+          },
+        ],
         nodeEndpoints: [node],
       },
     );
@@ -117,11 +175,22 @@ for (const version of [1, 2]) {
       shareAcknowledgeApi,
       version,
       {
-        groupId: "g", memberId: "m", shareSessionEpoch: 3, isRenewAck: version >= 2,
-        topics: [{ topicId: TOPIC_ID, partitions: [{ partitionIndex: 0, acknowledgementBatches: [{ firstOffset: 1n, lastOffset: 1n, acknowledgeTypes: [version >= 2 ? 4 : 1] }] }] }],
+        groupId: "g",
+        memberId: "m",
+        shareSessionEpoch: 3,
+        isRenewAck: version >= 2,
+        topics: [
+          {
+            topicId: TOPIC_ID,
+            partitions: [{ partitionIndex: 0, acknowledgementBatches: [{ firstOffset: 1n, lastOffset: 1n, acknowledgeTypes: [version >= 2 ? 4 : 1] }] }],
+          },
+        ],
       },
       {
-        throttleTimeMs: 0, errorCode: 0, errorMessage: null, acquisitionLockTimeoutMs: version >= 2 ? 2000 : 0,
+        throttleTimeMs: 0,
+        errorCode: 0,
+        errorMessage: null,
+        acquisitionLockTimeoutMs: version >= 2 ? 2000 : 0,
         responses: [{ topicId: TOPIC_ID, partitions: [{ partitionIndex: 0, errorCode: 0, errorMessage: null, currentLeader: leader }] }],
         nodeEndpoints: [node],
       },
@@ -134,7 +203,19 @@ for (const version of [0, 1]) {
     roundTrip(
       incrementalAlterConfigsApi,
       version,
-      { resources: [{ resourceType: 32, resourceName: "g", configs: [{ name: "share.auto.offset.reset", configOperation: 0, value: "earliest" }, { name: "x", configOperation: 1, value: null }] }], validateOnly: true },
+      {
+        resources: [
+          {
+            resourceType: 32,
+            resourceName: "g",
+            configs: [
+              { name: "share.auto.offset.reset", configOperation: 0, value: "earliest" },
+              { name: "x", configOperation: 1, value: null },
+            ],
+          },
+        ],
+        validateOnly: true,
+      },
       { throttleTimeMs: 0, responses: [{ errorCode: 0, errorMessage: null, resourceType: 32, resourceName: "g" }] },
     );
   });
@@ -142,8 +223,34 @@ for (const version of [0, 1]) {
 
 test("a field a version lacks must keep its default", () => {
   assert.throws(
-    () => shareFetchApi.encodeRequest(Writer.create(), 1, { groupId: "g", memberId: "m", shareSessionEpoch: 0, maxWaitMs: 0, minBytes: 0, maxRecords: 1, batchSize: 1, isRenewAck: true, topics: [], forgottenTopicsData: [] }),
+    () =>
+      shareFetchApi.encodeRequest(Writer.create(), 1, {
+        groupId: "g",
+        memberId: "m",
+        shareSessionEpoch: 0,
+        maxWaitMs: 0,
+        minBytes: 0,
+        maxRecords: 1,
+        batchSize: 1,
+        isRenewAck: true,
+        topics: [],
+        forgottenTopicsData: [],
+      }),
     /IsRenewAck needs version 2\+/,
   );
-  assert.throws(() => shareFetchApi.encodeRequest(Writer.create(), 3, { groupId: "g", memberId: "m", shareSessionEpoch: 0, maxWaitMs: 0, minBytes: 0, maxRecords: 1, batchSize: 1, topics: [], forgottenTopicsData: [] }), /outside 1..2/);
+  assert.throws(
+    () =>
+      shareFetchApi.encodeRequest(Writer.create(), 3, {
+        groupId: "g",
+        memberId: "m",
+        shareSessionEpoch: 0,
+        maxWaitMs: 0,
+        minBytes: 0,
+        maxRecords: 1,
+        batchSize: 1,
+        topics: [],
+        forgottenTopicsData: [],
+      }),
+    /outside 1..2/,
+  );
 });

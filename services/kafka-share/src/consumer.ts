@@ -186,7 +186,11 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
       const waitMs = Math.max(0, deadline - Date.now());
       const idle = [...sessions.values()].filter((s) => !chosen.includes(s.nodeId) && s.acks.size > 0);
       const [batches] = await Promise.all([
-        Promise.all(chosen.map((n) => fetcher.fetch(sessionFor(n), byLeader.get(n)!, { maxRecords: share, maxWaitMs: waitMs, maxBytes: options.maxBytes ?? 50 * 1024 * 1024 }))),
+        Promise.all(
+          chosen.map((n) =>
+            fetcher.fetch(sessionFor(n), byLeader.get(n)!, { maxRecords: share, maxWaitMs: waitMs, maxBytes: options.maxBytes ?? 50 * 1024 * 1024 }),
+          ),
+        ),
         Promise.all(idle.map((s) => fetcher.acknowledge(s, false))),
       ]);
       const records = batches.flat();
@@ -211,7 +215,8 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
       };
       events.on("acknowledged", onResult);
       try {
-        if (where.session.generation !== where.generation) throw new AcknowledgeError(record.topic, record.partition, [record.offset], ErrorCode.SHARE_SESSION_NOT_FOUND, "the share session ended");
+        if (where.session.generation !== where.generation)
+          throw new AcknowledgeError(record.topic, record.partition, [record.offset], ErrorCode.SHARE_SESSION_NOT_FOUND, "the share session ended");
         await fetcher.renew(where.session, acks);
       } finally {
         events.off("acknowledged", onResult);

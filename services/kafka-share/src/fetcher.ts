@@ -162,7 +162,8 @@ export class Fetcher {
         for (const a of acks) this.#report(a, ErrorCode.SHARE_SESSION_NOT_FOUND, "the share session ended; the lock is gone");
         return;
       }
-      if ((await this.version(session)) < 2) throw new KafkaProtocolError("ShareAcknowledge", 35, "renew needs share.version 2 (Kafka 4.2+ with ShareAcknowledge v2)");
+      if ((await this.version(session)) < 2)
+        throw new KafkaProtocolError("ShareAcknowledge", 35, "renew needs share.version 2 (Kafka 4.2+ with ShareAcknowledge v2)");
       await this.#sendAcks(session, acks, session.epoch, true);
     });
   }
@@ -190,7 +191,8 @@ export class Fetcher {
     if (epoch !== FINAL_EPOCH) session.advance([]);
     for (const n of res.nodeEndpoints) this.cluster.learnAddress(n.nodeId, n.host, n.port);
     const codes = new Map<string, { code: number; message: string | null | undefined }>();
-    for (const t of res.responses) for (const p of t.partitions) codes.set(partitionKey(t.topicId, p.partitionIndex), { code: p.errorCode, message: p.errorMessage });
+    for (const t of res.responses)
+      for (const p of t.partitions) codes.set(partitionKey(t.topicId, p.partitionIndex), { code: p.errorCode, message: p.errorMessage });
     for (const a of acks) {
       const c = codes.get(partitionKey(a.topicId, a.partition));
       if (c && LEADERSHIP_ERRORS.has(c.code)) this.hooks.metadataStale();
@@ -212,7 +214,9 @@ export class Fetcher {
     const offsets = [...acks.offsets.entries()].filter(([, t]) => t !== AckType.gap).map(([o]) => o);
     if (offsets.length === 0) return;
     const error = code === ErrorCode.NONE ? undefined : new AcknowledgeError(acks.topic, acks.partition, offsets, code, message);
-    this.hooks.acknowledged(error ? { topic: acks.topic, partition: acks.partition, offsets, error } : { topic: acks.topic, partition: acks.partition, offsets });
+    this.hooks.acknowledged(
+      error ? { topic: acks.topic, partition: acks.partition, offsets, error } : { topic: acks.topic, partition: acks.partition, offsets },
+    );
   }
 }
 

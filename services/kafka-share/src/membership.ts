@@ -161,4 +161,3 @@ export class Membership {
     this.events.assignment(assignment, epoch);
   }
 }
-

@@ -1,10 +1,10 @@
-import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { simulate, WORKER_BATCHING } from './des.ts';
-import { directRouter, leastLoaded, partitioned, powerOfTwo, roundRobin, sharedQueue } from './policies.ts';
-import { generateTrace, type Trace, type TraceModel } from './trace.ts';
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { simulate, WORKER_BATCHING } from "./des.ts";
+import { directRouter, leastLoaded, partitioned, powerOfTwo, roundRobin, sharedQueue } from "./policies.ts";
+import { generateTrace, type Trace, type TraceModel } from "./trace.ts";
 
-const ONE_MODEL: TraceModel = { id: 'm', task: 'embed', maxTokens: 512, medianTokens: 10, sigma: 0, itemsMin: 1, itemsMax: 1 };
+const ONE_MODEL: TraceModel = { id: "m", task: "embed", maxTokens: 512, medianTokens: 10, sigma: 0, itemsMin: 1, itemsMax: 1 };
 
 /** A hand-written trace: one single-item job per arrival, all of one model. */
 function manualTrace(arrivals: readonly number[], tokens = 10): Trace {
@@ -21,8 +21,8 @@ function manualTrace(arrivals: readonly number[], tokens = 10): Trace {
 
 const flat10 = { aMs: 10, bMsPerToken: 0, cMsPerToken2: 0 };
 
-describe('discrete-event simulation', () => {
-  it('one device, fixed arrivals: exact latencies (FIFO, batches of what waited)', () => {
+describe("discrete-event simulation", () => {
+  it("one device, fixed arrivals: exact latencies (FIFO, batches of what waited)", () => {
     const r = simulate({ trace: manualTrace([0, 5, 30]), devices: 1, cost: flat10, policy: sharedQueue() });
     assert.deepEqual([...r.latenciesMs], [10, 15, 10]);
     // Jobs 1 and 2 arrive during job 0's call and run together as one 10 ms call.
@@ -31,26 +31,32 @@ describe('discrete-event simulation', () => {
     assert.equal(b.batches, 2);
   });
 
-  it('costs a + b·B·L + c·B·L² per call of the padding plan', () => {
+  it("costs a + b·B·L + c·B·L² per call of the padding plan", () => {
     const r = simulate({ trace: manualTrace([0], 20), devices: 1, cost: { aMs: 1, bMsPerToken: 0.1, cMsPerToken2: 0.01 }, policy: sharedQueue() });
     assert.equal(r.latenciesMs[0], 1 + 0.1 * 20 + 0.01 * 20 * 20);
     assert.equal(r.usefulTokenFraction, 1);
   });
 
-  it('the item cap and token budget close batches', () => {
+  it("the item cap and token budget close batches", () => {
     const trace = manualTrace([0, 1, 1, 1, 1]);
     const r = simulate({ trace, devices: 1, cost: flat10, policy: sharedQueue(), batching: { ...WORKER_BATCHING, maxBatchItems: 2 } });
     assert.deepEqual([...r.latenciesMs], [10, 19, 19, 29, 29]);
   });
 
-  it('max wait holds a lone job for company unless its batch fills', () => {
+  it("max wait holds a lone job for company unless its batch fills", () => {
     const r = simulate({ trace: manualTrace([0, 3]), devices: 1, cost: flat10, policy: sharedQueue(), batching: { ...WORKER_BATCHING, maxWaitMs: 5 } });
     assert.deepEqual([...r.latenciesMs], [15, 12]);
-    const full = simulate({ trace: manualTrace([0, 3]), devices: 1, cost: flat10, policy: sharedQueue(), batching: { ...WORKER_BATCHING, maxWaitMs: 5, maxBatchItems: 2 } });
+    const full = simulate({
+      trace: manualTrace([0, 3]),
+      devices: 1,
+      cost: flat10,
+      policy: sharedQueue(),
+      batching: { ...WORKER_BATCHING, maxWaitMs: 5, maxBatchItems: 2 },
+    });
     assert.deepEqual([...full.latenciesMs], [13, 10]);
   });
 
-  it('shared queue never leaves a device idle while jobs wait; routers do', () => {
+  it("shared queue never leaves a device idle while jobs wait; routers do", () => {
     const trace = generateTrace({ seed: 5, requests: 3_000, requestsPerSecond: 40 });
     const cost = { aMs: 2, bMsPerToken: 0.05, cMsPerToken2: 0 };
     const shared = simulate({ trace, devices: 4, cost, policy: sharedQueue() });
@@ -62,27 +68,39 @@ describe('discrete-event simulation', () => {
     for (const b of shared.busyFraction) assert.ok(b > 0 && b < 1);
   });
 
-  it('round robin over one device of equal jobs matches M/D/1; over four it equals the shared queue, until sizes vary', () => {
+  it("round robin over one device of equal jobs matches M/D/1; over four it equals the shared queue, until sizes vary", () => {
     // Unbatched (one item per call), fixed 10 ms service, Poisson arrivals at ρ = 0.7.
     const trace = generateTrace({
-      seed: 11, requests: 40_000, requestsPerSecond: 70, models: [ONE_MODEL], fanOutMin: 1, fanOutMax: 1, burstFactor: 1,
+      seed: 11,
+      requests: 40_000,
+      requestsPerSecond: 70,
+      models: [ONE_MODEL],
+      fanOutMin: 1,
+      fanOutMax: 1,
+      burstFactor: 1,
     });
     const batching = { ...WORKER_BATCHING, maxBatchItems: 1 };
     const one = simulate({ trace, devices: 1, cost: flat10, policy: roundRobin(), batching });
-    const rho = 0.7 * (trace.requests / (trace.durationMs / 1000)) / 70;
+    const rho = (0.7 * (trace.requests / (trace.durationMs / 1000))) / 70;
     const mdOneWait = (rho * 10) / (2 * (1 - rho));
     const wait = one.latency.all!.meanMs - 10;
     assert.ok(Math.abs(wait / mdOneWait - 1) < 0.1, `M/D/1 wait ${wait.toFixed(2)} ms vs ${mdOneWait.toFixed(2)} ms`);
     const four = generateTrace({ seed: 11, requests: 40_000, requestsPerSecond: 280, models: [ONE_MODEL], fanOutMin: 1, fanOutMax: 1, burstFactor: 1 });
     const rr = simulate({ trace: four, devices: 4, cost: flat10, policy: roundRobin(), batching });
     const shared = simulate({ trace: four, devices: 4, cost: flat10, policy: sharedQueue(), batching });
-    assert.ok(rr.latency.all!.meanMs - 10 < mdOneWait, 'Erlang-4 arrivals per device are smoother than Poisson');
+    assert.ok(rr.latency.all!.meanMs - 10 < mdOneWait, "Erlang-4 arrivals per device are smoother than Poisson");
     // With equal service times a FIFO M/D/c queue serves its servers in turn (the classical
     // reduction of M/D/c to E_c/D/1): the shared queue is round robin, job for job.
     assert.deepEqual(shared.latenciesMs, rr.latenciesMs);
     // Unequal sizes break the cycle: round robin queues behind long jobs while a device is free.
     const ragged = generateTrace({
-      seed: 11, requests: 40_000, requestsPerSecond: 200, models: [{ ...ONE_MODEL, sigma: 0.8 }], fanOutMin: 1, fanOutMax: 1, burstFactor: 1,
+      seed: 11,
+      requests: 40_000,
+      requestsPerSecond: 200,
+      models: [{ ...ONE_MODEL, sigma: 0.8 }],
+      fanOutMin: 1,
+      fanOutMax: 1,
+      burstFactor: 1,
     });
     const linear = { aMs: 2, bMsPerToken: 0.8, cMsPerToken2: 0 };
     const rrRagged = simulate({ trace: ragged, devices: 4, cost: linear, policy: roundRobin(), batching });
@@ -90,17 +108,17 @@ describe('discrete-event simulation', () => {
     assert.ok(sharedRagged.latency.all!.meanMs < rrRagged.latency.all!.meanMs, `${sharedRagged.latency.all!.meanMs} vs ${rrRagged.latency.all!.meanMs}`);
   });
 
-  it('is deterministic for a seed, routers included', () => {
+  it("is deterministic for a seed, routers included", () => {
     const trace = generateTrace({ seed: 2, requests: 1_000, requestsPerSecond: 60 });
     const cost = { aMs: 2, bMsPerToken: 0.05, cMsPerToken2: 0 };
-    for (const policy of [partitioned(), leastLoaded({ refreshMs: 50, countOwnSends: true, ties: 'random' }), powerOfTwo({ refreshMs: 50 }), directRouter()]) {
+    for (const policy of [partitioned(), leastLoaded({ refreshMs: 50, countOwnSends: true, ties: "random" }), powerOfTwo({ refreshMs: 50 }), directRouter()]) {
       const a = simulate({ trace, devices: 4, cost, policy, seed: 9 });
       const b = simulate({ trace, devices: 4, cost, policy, seed: 9 });
       assert.deepEqual(a.latenciesMs, b.latenciesMs, policy.name);
     }
   });
 
-  it('the direct router fills the first device first on a stale board', () => {
+  it("the direct router fills the first device first on a stale board", () => {
     const trace = manualTrace([0, 1, 2, 3]);
     const r = simulate({ trace, devices: 4, cost: flat10, policy: directRouter(), batching: { ...WORKER_BATCHING, maxBatchItems: 1 } });
     // The board says 0 everywhere until the next push at 200 ms: every job goes to device 0.
@@ -108,8 +126,8 @@ describe('discrete-event simulation', () => {
     assert.equal(r.jobsWaitedWhileIdle, 3);
   });
 
-  it('loads a model that is not resident, paying its load time', () => {
-    const models: TraceModel[] = [ONE_MODEL, { ...ONE_MODEL, id: 'n' }];
+  it("loads a model that is not resident, paying its load time", () => {
+    const models: TraceModel[] = [ONE_MODEL, { ...ONE_MODEL, id: "n" }];
     const trace: Trace = { ...manualTrace([0, 20]), models, jobs: manualTrace([0, 20]).jobs.map((j, i) => ({ ...j, model: i })) };
     const r = simulate({ trace, devices: 1, cost: flat10, policy: sharedQueue(), residentModels: 1, loadMs: 100 });
     assert.deepEqual([...r.latenciesMs], [10, 110]);

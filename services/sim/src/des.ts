@@ -7,14 +7,14 @@
  * policies is where jobs wait: one shared queue pulled by idle devices, or a private queue per
  * device filled by a router. Virtual time, no randomness but the seeded router's: deterministic.
  */
-import { callCostMs, type CallCost } from '@shoal/worker/runtime/simulated/profile';
-import { planSubBatches } from '@shoal/worker/runtime/padding-plan';
-import { mulberry32 } from '@shoal/models';
-import { EventHeap } from './event-heap.ts';
-import { JobQueue, type BatchLimits } from './job-queue.ts';
-import type { DeviceLoad, DispatchPolicy, Router } from './policies.ts';
-import { summarise, type LatencySummary } from './stats.ts';
-import type { Trace, TraceJob } from './trace.ts';
+import { callCostMs, type CallCost } from "@shoal/worker/runtime/simulated/profile";
+import { planSubBatches } from "@shoal/worker/runtime/padding-plan";
+import { mulberry32 } from "@shoal/models";
+import { EventHeap } from "./event-heap.ts";
+import { JobQueue, type BatchLimits } from "./job-queue.ts";
+import type { DeviceLoad, DispatchPolicy, Router } from "./policies.ts";
+import { summarise, type LatencySummary } from "./stats.ts";
+import type { Trace, TraceJob } from "./trace.ts";
 
 /** The worker's batching settings the devices apply (SHOAL_BATCH_* and SHOAL_PER_CALL_OVERHEAD_TOKENS). */
 export interface SimBatching extends BatchLimits {
@@ -83,7 +83,7 @@ interface Device {
   readonly resident: number[];
 }
 
-type SimEvent = { readonly type: 'done'; readonly device: Device } | { readonly type: 'wake'; readonly device: Device } | { readonly type: 'refresh' };
+type SimEvent = { readonly type: "done"; readonly device: Device } | { readonly type: "wake"; readonly device: Device } | { readonly type: "refresh" };
 
 /** Runs the trace through the devices under the policy. */
 export function simulate(opts: SimOptions): SimResult {
@@ -107,8 +107,8 @@ export function simulate(opts: SimOptions): SimResult {
     // Warm start: the first models that fit are resident everywhere.
     resident: Array.from({ length: Math.min(residentCap, trace.models.length) }, (_, m) => m),
   }));
-  const shared = opts.policy.kind === 'shared' ? new JobQueue() : undefined;
-  const router: Router | undefined = opts.policy.kind === 'routed' ? opts.policy.createRouter(n, mulberry32(opts.seed ?? 1)) : undefined;
+  const shared = opts.policy.kind === "shared" ? new JobQueue() : undefined;
+  const router: Router | undefined = opts.policy.kind === "routed" ? opts.policy.createRouter(n, mulberry32(opts.seed ?? 1)) : undefined;
   const heap = new EventHeap<SimEvent>();
   const doneAt = new Float64Array(jobs.length).fill(Infinity);
   const waitedWhileIdle = new Uint8Array(jobs.length);
@@ -148,7 +148,7 @@ export function simulate(opts: SimOptions): SimResult {
       if (due > now) {
         if (d.wakeAt === undefined || d.wakeAt > due) {
           d.wakeAt = due;
-          heap.push(due, { type: 'wake', device: d });
+          heap.push(due, { type: "wake", device: d });
         }
         return false;
       }
@@ -202,7 +202,7 @@ export function simulate(opts: SimOptions): SimResult {
     d.busyMs += Math.min(t, horizon) - Math.min(now, horizon);
     const i = idle.indexOf(d);
     if (i >= 0) idle.splice(i, 1);
-    heap.push(t, { type: 'done', device: d });
+    heap.push(t, { type: "done", device: d });
   }
 
   function arrive(job: TraceJob): void {
@@ -224,14 +224,14 @@ export function simulate(opts: SimOptions): SimResult {
   }
 
   function handle(time: number, e: SimEvent): void {
-    if (e.type === 'refresh') {
+    if (e.type === "refresh") {
       router!.refresh!(loadsView());
       const next = time + router!.refreshMs!;
       if (next <= trace.durationMs) heap.push(next, e);
       return;
     }
     const d = e.device;
-    if (e.type === 'wake') {
+    if (e.type === "wake") {
       if (d.wakeAt !== time) return; // superseded
       d.wakeAt = undefined;
       tryStart(d, time);
@@ -247,7 +247,7 @@ export function simulate(opts: SimOptions): SimResult {
     }
   }
 
-  if (router?.refreshMs !== undefined && router.refresh !== undefined) heap.push(0, { type: 'refresh' });
+  if (router?.refreshMs !== undefined && router.refresh !== undefined) heap.push(0, { type: "refresh" });
   let next = 0;
   for (;;) {
     const eventAt = heap.peekTime();
@@ -264,21 +264,24 @@ export function simulate(opts: SimOptions): SimResult {
 
   const endMs = Math.max(trace.durationMs, Math.min(horizon, lastDone));
   const latenciesMs = new Float64Array(jobs.length);
-  const byClass = new Map<string, number[]>([['all', []], ['request', []]]);
+  const byClass = new Map<string, number[]>([
+    ["all", []],
+    ["request", []],
+  ]);
   const requestLatency = new Float64Array(trace.requests);
   let answered = 0;
   for (const job of jobs) {
     const l = doneAt[job.id]! <= horizon ? doneAt[job.id]! - job.arrivalMs : Infinity;
     latenciesMs[job.id] = l;
     if (Number.isFinite(l)) answered += 1;
-    byClass.get('all')!.push(l);
+    byClass.get("all")!.push(l);
     const id = trace.models[job.model]!.id;
     if (!byClass.has(id)) byClass.set(id, []);
     byClass.get(id)!.push(l);
     // An agent request waits for its slowest call (its calls arrive together).
     requestLatency[job.request] = Math.max(requestLatency[job.request]!, l);
   }
-  byClass.set('request', Array.from(requestLatency));
+  byClass.set("request", Array.from(requestLatency));
   const latency: Record<string, LatencySummary> = {};
   for (const [k, v] of byClass) latency[k] = summarise(v);
   let answeredTokens = 0;

@@ -3,7 +3,7 @@
  * model apart), served oldest head first. Used both as the one shared queue and as each device's
  * private queue in routed modes, so both sides batch by the same rules.
  */
-import type { TraceJob } from './trace.ts';
+import type { TraceJob } from "./trace.ts";
 
 /** Batch close rules of the worker's token-budget policy (services/worker/src/batching/batcher.ts). */
 export interface BatchLimits {

@@ -4,7 +4,7 @@
  * device's private queue when it arrives, deciding from what it knows: nothing (hash, round
  * robin) or a status board of device load that is only as fresh as its last refresh.
  */
-import type { TraceJob } from './trace.ts';
+import type { TraceJob } from "./trace.ts";
 
 /** A device's load as the simulation knows it now (live, exact). */
 export interface DeviceLoad {
@@ -30,12 +30,12 @@ export interface Router {
 
 /** How jobs reach devices. */
 export type DispatchPolicy =
-  | { readonly kind: 'shared'; readonly name: string }
-  | { readonly kind: 'routed'; readonly name: string; readonly createRouter: (devices: number, rand: () => number) => Router };
+  | { readonly kind: "shared"; readonly name: string }
+  | { readonly kind: "routed"; readonly name: string; readonly createRouter: (devices: number, rand: () => number) => Router };
 
 /** (a) Shoal: one shared queue; an idle device assembles its batch from it at pull time. */
 export function sharedQueue(): DispatchPolicy {
-  return { kind: 'shared', name: 'shared queue' };
+  return { kind: "shared", name: "shared queue" };
 }
 
 /** 32-bit mix of an integer (murmur3 finaliser): the partitioner's hash of a job key. */
@@ -48,14 +48,14 @@ function mix32(x: number): number {
 
 /** (b) Static partition, as a consumer group: the job's key hashed to one device's queue. */
 export function partitioned(): DispatchPolicy {
-  return { kind: 'routed', name: 'partition (hash)', createRouter: (n) => ({ route: (job) => mix32(job.id) % n }) };
+  return { kind: "routed", name: "partition (hash)", createRouter: (n) => ({ route: (job) => mix32(job.id) % n }) };
 }
 
 /** (c) Round robin over the devices. */
 export function roundRobin(): DispatchPolicy {
   return {
-    kind: 'routed',
-    name: 'round robin',
+    kind: "routed",
+    name: "round robin",
     createRouter: (n) => {
       let next = 0;
       return { route: () => next++ % n };
@@ -64,14 +64,14 @@ export function roundRobin(): DispatchPolicy {
 }
 
 /** What a board-driven router measures a device's load by. */
-export type LoadMetric = 'pending-tokens' | 'queue-depth';
+export type LoadMetric = "pending-tokens" | "queue-depth";
 
 function loadOf(d: DeviceLoad, metric: LoadMetric): number {
-  return metric === 'pending-tokens' ? d.queuedTokens + d.runningTokens : d.queuedJobs + d.runningJobs;
+  return metric === "pending-tokens" ? d.queuedTokens + d.runningTokens : d.queuedJobs + d.runningJobs;
 }
 
 function sendCost(job: TraceJob, metric: LoadMetric): number {
-  return metric === 'pending-tokens' ? job.totalTokens : 1;
+  return metric === "pending-tokens" ? job.totalTokens : 1;
 }
 
 /** Options of {@link leastLoaded}. */
@@ -81,13 +81,17 @@ export interface LeastLoadedOptions {
   /** Add the router's own sends since the last refresh to the board (a router-side estimate). */
   readonly countOwnSends: boolean;
   /** Among equally loaded devices: the first, or one at random. */
-  readonly ties: 'first' | 'random';
+  readonly ties: "first" | "random";
   readonly metric?: LoadMetric;
   readonly name?: string;
 }
 
 /** A status board: loads as of the last refresh, plus own sends when counted. */
-function createBoard(n: number, metric: LoadMetric, countOwnSends: boolean): { board: number[]; refresh: (d: readonly DeviceLoad[]) => void; sent: (i: number, job: TraceJob) => void } {
+function createBoard(
+  n: number,
+  metric: LoadMetric,
+  countOwnSends: boolean,
+): { board: number[]; refresh: (d: readonly DeviceLoad[]) => void; sent: (i: number, job: TraceJob) => void } {
   const board = new Array<number>(n).fill(0);
   return {
     board,
@@ -104,11 +108,10 @@ function createBoard(n: number, metric: LoadMetric, countOwnSends: boolean): { b
 
 /** (d) Least loaded on a status board refreshed every `refreshMs`. */
 export function leastLoaded(opts: LeastLoadedOptions): DispatchPolicy {
-  const metric = opts.metric ?? 'pending-tokens';
-  const name =
-    opts.name ?? `least-loaded R=${opts.refreshMs}ms${opts.countOwnSends ? ' +own' : ''} ${opts.ties === 'random' ? 'rand' : 'first'}`;
+  const metric = opts.metric ?? "pending-tokens";
+  const name = opts.name ?? `least-loaded R=${opts.refreshMs}ms${opts.countOwnSends ? " +own" : ""} ${opts.ties === "random" ? "rand" : "first"}`;
   return {
-    kind: 'routed',
+    kind: "routed",
     name,
     createRouter: (n, rand) => {
       const b = createBoard(n, metric, opts.countOwnSends);
@@ -121,7 +124,7 @@ export function leastLoaded(opts: LeastLoadedOptions): DispatchPolicy {
           b.board.forEach((v, i) => {
             if (v === min) candidates.push(i);
           });
-          const pick = opts.ties === 'random' ? candidates[Math.floor(rand() * candidates.length)]! : candidates[0]!;
+          const pick = opts.ties === "random" ? candidates[Math.floor(rand() * candidates.length)]! : candidates[0]!;
           b.sent(pick, job);
           return pick;
         },
@@ -133,10 +136,10 @@ export function leastLoaded(opts: LeastLoadedOptions): DispatchPolicy {
 /** (e) Power of two choices on pending tokens: two distinct devices at random, the less loaded on the board (own sends counted). */
 export function powerOfTwo(opts: { readonly refreshMs: number }): DispatchPolicy {
   return {
-    kind: 'routed',
+    kind: "routed",
     name: `power of two R=${opts.refreshMs}ms`,
     createRouter: (n, rand) => {
-      const b = createBoard(n, 'pending-tokens', true);
+      const b = createBoard(n, "pending-tokens", true);
       return {
         refreshMs: opts.refreshMs,
         refresh: b.refresh,
@@ -159,5 +162,5 @@ export function powerOfTwo(opts: { readonly refreshMs: number }): DispatchPolicy
  */
 export function directRouter(opts: { readonly refreshMs?: number } = {}): DispatchPolicy {
   const refreshMs = opts.refreshMs ?? 200;
-  return leastLoaded({ refreshMs, countOwnSends: false, ties: 'first', metric: 'queue-depth', name: `direct (depth push ${refreshMs}ms, fill-first)` });
+  return leastLoaded({ refreshMs, countOwnSends: false, ties: "first", metric: "queue-depth", name: `direct (depth push ${refreshMs}ms, fill-first)` });
 }

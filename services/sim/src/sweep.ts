@@ -7,12 +7,12 @@
  * against the median call would be out of reach at any load. Loads are a coarse geometric sweep up to the first failure, then bisection
  * between the last pass and the first failure for each SLO.
  */
-import { planSubBatches } from '@shoal/worker/runtime/padding-plan';
-import { callCostMs, type CallCost } from '@shoal/worker/runtime/simulated/profile';
-import { simulate, WORKER_BATCHING, type SimBatching, type SimResult } from './des.ts';
-import type { DispatchPolicy } from './policies.ts';
-import { percentileSorted } from './stats.ts';
-import { generateTrace, type Trace, type TraceJob, type TraceOptions } from './trace.ts';
+import { planSubBatches } from "@shoal/worker/runtime/padding-plan";
+import { callCostMs, type CallCost } from "@shoal/worker/runtime/simulated/profile";
+import { simulate, WORKER_BATCHING, type SimBatching, type SimResult } from "./des.ts";
+import type { DispatchPolicy } from "./policies.ts";
+import { percentileSorted } from "./stats.ts";
+import { generateTrace, type Trace, type TraceJob, type TraceOptions } from "./trace.ts";
 
 /** Options of {@link findKnees}. */
 export interface SweepOptions {
@@ -36,7 +36,7 @@ export interface SweepOptions {
   readonly residentModels?: number;
   readonly loadMs?: number;
   /** Trace shape (Zipf, fan-out, bursts); rates and burst sojourns are set per load. */
-  readonly trace?: Partial<Pick<TraceOptions, 'zipfS' | 'fanOutMin' | 'fanOutMax' | 'burstFactor'>>;
+  readonly trace?: Partial<Pick<TraceOptions, "zipfS" | "fanOutMin" | "fanOutMax" | "burstFactor">>;
   readonly onProgress?: (line: string) => void;
 }
 
@@ -103,7 +103,10 @@ export function findKnees(opts: SweepOptions): SweepResult {
     work += ms;
     loneRequest[j.request] = Math.max(loneRequest[j.request]!, ms);
   }
-  const loneMedianMs = percentileSorted(loneRequest.sort((a, b) => a - b), 50);
+  const loneMedianMs = percentileSorted(
+    loneRequest.sort((a, b) => a - b),
+    50,
+  );
   const workPerRequestMs = work / reference.requests;
   const rateOf = (load: number): number => (load * opts.devices * 1000) / workPerRequestMs;
   const slos = opts.sloMultiples.map((k) => ({ k, ms: k * loneMedianMs }));
@@ -168,6 +171,6 @@ export function findKnees(opts: SweepOptions): SweepResult {
 
 /** ms with sensible precision for both profiles. */
 export function fmtMs(ms: number): string {
-  if (!Number.isFinite(ms)) return '    ∞ ms';
+  if (!Number.isFinite(ms)) return "    ∞ ms";
   return `${ms < 10 ? ms.toFixed(2) : ms < 100 ? ms.toFixed(1) : ms.toFixed(0)} ms`.padStart(8);
 }

@@ -5,12 +5,12 @@
  * one agent request fans out to several models at once. Arrival times are fixed by the trace, so
  * every dispatch policy is offered exactly the same work. Same options and seed, same trace.
  */
-import { mulberry32 } from '@shoal/models';
+import { mulberry32 } from "@shoal/models";
 
 /** One model the agent calls. */
 export interface TraceModel {
   readonly id: string;
-  readonly task: 'embed' | 'rerank' | 'classify';
+  readonly task: "embed" | "rerank" | "classify";
   /** Most tokens per item (a text, or a query + document pair), special tokens included. */
   readonly maxTokens: number;
   /** Median of the log-normal item length, tokens. */
@@ -24,15 +24,15 @@ export interface TraceModel {
 
 /** The contract-review agent's models, most popular first (Zipf rank = position + 1). */
 export const CONTRACT_REVIEW_MODELS: readonly TraceModel[] = [
-  { id: 'clause-classifier', task: 'classify', maxTokens: 256, medianTokens: 48, sigma: 0.6, itemsMin: 1, itemsMax: 8 },
-  { id: 'query-embedder', task: 'embed', maxTokens: 64, medianTokens: 14, sigma: 0.4, itemsMin: 1, itemsMax: 1 },
-  { id: 'clause-embedder', task: 'embed', maxTokens: 256, medianTokens: 64, sigma: 0.7, itemsMin: 1, itemsMax: 16 },
-  { id: 'risk-reranker', task: 'rerank', maxTokens: 256, medianTokens: 112, sigma: 0.5, itemsMin: 4, itemsMax: 16 },
-  { id: 'obligation-tagger', task: 'classify', maxTokens: 256, medianTokens: 56, sigma: 0.6, itemsMin: 1, itemsMax: 8 },
-  { id: 'pii-detector', task: 'classify', maxTokens: 128, medianTokens: 32, sigma: 0.7, itemsMin: 1, itemsMax: 4 },
-  { id: 'precedent-reranker', task: 'rerank', maxTokens: 256, medianTokens: 144, sigma: 0.4, itemsMin: 4, itemsMax: 20 },
-  { id: 'jurisdiction-classifier', task: 'classify', maxTokens: 128, medianTokens: 40, sigma: 0.5, itemsMin: 1, itemsMax: 2 },
-  { id: 'answer-scorer', task: 'rerank', maxTokens: 256, medianTokens: 96, sigma: 0.5, itemsMin: 2, itemsMax: 6 },
+  { id: "clause-classifier", task: "classify", maxTokens: 256, medianTokens: 48, sigma: 0.6, itemsMin: 1, itemsMax: 8 },
+  { id: "query-embedder", task: "embed", maxTokens: 64, medianTokens: 14, sigma: 0.4, itemsMin: 1, itemsMax: 1 },
+  { id: "clause-embedder", task: "embed", maxTokens: 256, medianTokens: 64, sigma: 0.7, itemsMin: 1, itemsMax: 16 },
+  { id: "risk-reranker", task: "rerank", maxTokens: 256, medianTokens: 112, sigma: 0.5, itemsMin: 4, itemsMax: 16 },
+  { id: "obligation-tagger", task: "classify", maxTokens: 256, medianTokens: 56, sigma: 0.6, itemsMin: 1, itemsMax: 8 },
+  { id: "pii-detector", task: "classify", maxTokens: 128, medianTokens: 32, sigma: 0.7, itemsMin: 1, itemsMax: 4 },
+  { id: "precedent-reranker", task: "rerank", maxTokens: 256, medianTokens: 144, sigma: 0.4, itemsMin: 4, itemsMax: 20 },
+  { id: "jurisdiction-classifier", task: "classify", maxTokens: 128, medianTokens: 40, sigma: 0.5, itemsMin: 1, itemsMax: 2 },
+  { id: "answer-scorer", task: "rerank", maxTokens: 256, medianTokens: 96, sigma: 0.5, itemsMin: 2, itemsMax: 6 },
 ];
 
 /** Options of {@link generateTrace}. */

@@ -136,8 +136,14 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     shareIntake = intake.kind === "share";
     await intake.start(jobs);
     probe.start();
-    const resident = fleet.residency.snapshot().filter((m) => m.state === "resident").map((m) => m.model);
-    log.info({ pool: pool.name, intake: intake.kind, resident, budgetBytes: config.memoryBudgetBytes, policy: config.residencyPolicy, httpPort }, "worker pulling jobs");
+    const resident = fleet.residency
+      .snapshot()
+      .filter((m) => m.state === "resident")
+      .map((m) => m.model);
+    log.info(
+      { pool: pool.name, intake: intake.kind, resident, budgetBytes: config.memoryBudgetBytes, policy: config.residencyPolicy, httpPort },
+      "worker pulling jobs",
+    );
   }
 
   async function shutdown(): Promise<void> {

@@ -119,7 +119,9 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
   const inferenceThreads = r.int("SHOAL_INFERENCE_THREADS", cores >= 2 ? 2 : 1, { min: 1, max: 64 });
   const interactiveReserve = r.int("SHOAL_INTERACTIVE_RESERVE", inferenceThreads >= 2 ? 1 : 0, { min: 0, max: 63 });
   if (interactiveReserve >= inferenceThreads) {
-    r.problem(`SHOAL_INTERACTIVE_RESERVE must be less than SHOAL_INFERENCE_THREADS (${inferenceThreads}): the batch lane needs a thread (got ${interactiveReserve})`);
+    r.problem(
+      `SHOAL_INTERACTIVE_RESERVE must be less than SHOAL_INFERENCE_THREADS (${inferenceThreads}): the batch lane needs a thread (got ${interactiveReserve})`,
+    );
   }
   const batchMaxTokens = r.int("SHOAL_BATCH_MAX_TOKENS", DEFAULT_BATCH_MAX_TOKENS, { min: 16 });
   const runtime = readRuntime(r);

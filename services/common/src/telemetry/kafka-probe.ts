@@ -20,10 +20,7 @@ export function createKafkaProbe(admin: Admin, opts: { intervalMs: number; timeo
     let ok = false;
     let t: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
-        admin.describeCluster(),
-        new Promise((_, reject) => (t = setTimeout(() => reject(new Error("timeout")), opts.timeoutMs))),
-      ]);
+      await Promise.race([admin.describeCluster(), new Promise((_, reject) => (t = setTimeout(() => reject(new Error("timeout")), opts.timeoutMs)))]);
       ok = true;
     } catch {
       ok = false;

@@ -14,8 +14,7 @@ function setup(opts: Partial<BatcherOptions> = {}) {
   const batcher = new Batcher<Item>(
     { ...defaultBatcherOptions, maxBatchTokens: 100, maxBatchItems: 8, maxWaitMs: 5, concurrency: 1, ...opts },
     clock,
-    (items, reason) =>
-      new Promise<void>((resolve) => batches.push({ names: items.map((i) => i.name), reason, finish: resolve })),
+    (items, reason) => new Promise<void>((resolve) => batches.push({ names: items.map((i) => i.name), reason, finish: resolve })),
   );
   const push = (name: string, tokens: number, lane: LaneName = "interactive", deadlineMs = Infinity): void =>
     batcher.push({ name, tokens, enqueuedAtMs: clock.now(), lane, deadlineMs });
@@ -32,7 +31,10 @@ describe("Batcher (injected clock)", () => {
     push("c", 10);
     assert.equal(batches.length, 0, "decided after the synchronous run");
     await Promise.resolve();
-    assert.deepEqual(batches.map((b) => b.names), [["a", "b", "c"]]);
+    assert.deepEqual(
+      batches.map((b) => b.names),
+      [["a", "b", "c"]],
+    );
   });
 
   test("a lone item waits max-wait for company, then runs", async () => {
@@ -44,7 +46,10 @@ describe("Batcher (injected clock)", () => {
     push("b", 10);
     await tick();
     clock.advance(1);
-    assert.deepEqual(batches.map((b) => [b.names, b.reason]), [[["a", "b"], "max-wait"]]);
+    assert.deepEqual(
+      batches.map((b) => [b.names, b.reason]),
+      [[["a", "b"], "max-wait"]],
+    );
   });
 
   test("closes at once when the token budget is reached, without waiting", () => {
@@ -129,10 +134,7 @@ describe("Batcher (injected clock)", () => {
   test("interactive first; the batch lane keeps its guaranteed share of every batch", async () => {
     const { clock, batches, batcher } = setup({ maxBatchTokens: 100, maxBatchItems: 100, batchLaneShare: 0.25 });
     const item = (name: string, lane: LaneName): Item => ({ name, tokens: 10, enqueuedAtMs: clock.now(), lane, deadlineMs: Infinity });
-    batcher.push(
-      ...Array.from({ length: 5 }, (_, i) => item(`b${i}`, "batch")),
-      ...Array.from({ length: 10 }, (_, i) => item(`i${i}`, "interactive")),
-    );
+    batcher.push(...Array.from({ length: 5 }, (_, i) => item(`b${i}`, "batch")), ...Array.from({ length: 10 }, (_, i) => item(`i${i}`, "interactive")));
     const first = batches[0]!.names;
     assert.equal(first.filter((n) => n.startsWith("i")).length, 7, "interactive fills the budget minus the reserve");
     assert.equal(first.filter((n) => n.startsWith("b")).length, 3, "the batch lane gets the reserved quarter");

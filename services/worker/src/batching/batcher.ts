@@ -146,10 +146,7 @@ export class Batcher<T extends BatchItem> {
       // The reserved slots exist so interactive work never waits behind the batch lane; they do
       // not run interactive batches side by side (that only splits the same cores).
       const reserved =
-        !general &&
-        this.runningBatchLane > 0 &&
-        this.running < this.opts.concurrency + this.opts.interactiveSlots &&
-        this.interactive.length > 0;
+        !general && this.runningBatchLane > 0 && this.running < this.opts.concurrency + this.opts.interactiveSlots && this.interactive.length > 0;
       if (!general && !reserved) return;
       const reason = this.closeReason();
       if (!reason) return this.armTimer();
@@ -161,10 +158,13 @@ export class Batcher<T extends BatchItem> {
     if (this.cancelTimer || this.size.items === 0) return;
     let due = this.oldestEnqueuedAt() + this.opts.maxWaitMs;
     if (this.opts.policy === "token-budget") due = Math.min(due, this.deadlineDueAt());
-    this.cancelTimer = this.clock.setTimer(() => {
-      this.cancelTimer = undefined;
-      this.pump();
-    }, Math.max(0, due - this.clock.now()));
+    this.cancelTimer = this.clock.setTimer(
+      () => {
+        this.cancelTimer = undefined;
+        this.pump();
+      },
+      Math.max(0, due - this.clock.now()),
+    );
   }
 
   /**

@@ -32,23 +32,32 @@ describe("compute gate", () => {
     const all: Promise<void>[] = [];
     // The hot model queues five runs before the other models' runs arrive.
     for (let i = 1; i <= 5; i++) {
-      all.push(gate.acquire("hot", "batch").then((r) => {
-        order.push(`hot${i}`);
-        r();
-      }));
+      all.push(
+        gate.acquire("hot", "batch").then((r) => {
+          order.push(`hot${i}`);
+          r();
+        }),
+      );
     }
-    all.push(gate.acquire("cold", "batch").then((r) => {
-      order.push("cold1");
-      r();
-    }));
-    all.push(gate.acquire("other", "batch").then((r) => {
-      order.push("other1");
-      r();
-    }));
+    all.push(
+      gate.acquire("cold", "batch").then((r) => {
+        order.push("cold1");
+        r();
+      }),
+    );
+    all.push(
+      gate.acquire("other", "batch").then((r) => {
+        order.push("other1");
+        r();
+      }),
+    );
     first();
     await Promise.all(all);
     assert.deepEqual(order.slice(0, 3), ["hot1", "cold1", "other1"], `every model got a turn within the first three runs: ${order}`);
-    assert.deepEqual(order.filter((o) => o.startsWith("hot")), ["hot1", "hot2", "hot3", "hot4", "hot5"]);
+    assert.deepEqual(
+      order.filter((o) => o.startsWith("hot")),
+      ["hot1", "hot2", "hot3", "hot4", "hot5"],
+    );
   });
 
   test("an interactive run goes before every waiting batch-lane run, of any model", async () => {
@@ -121,10 +130,12 @@ describe("compute gate", () => {
     (await gate.acquire("m", "interactive"))();
     const order: string[] = [];
     const first = await gate.acquire("m", "batch");
-    const rest = [1, 2, 3].map((i) => gate.acquire("m", "batch").then((r) => {
-      order.push(`b${i}`);
-      r();
-    }));
+    const rest = [1, 2, 3].map((i) =>
+      gate.acquire("m", "batch").then((r) => {
+        order.push(`b${i}`);
+        r();
+      }),
+    );
     await tick();
     assert.deepEqual(gate.stats, { running: 1, waiting: 3 });
     first();

@@ -94,10 +94,13 @@ export class ComputeGate {
   private armReserveTimer(): void {
     if (this.cancelReserveTimer) return;
     const due = this.lastInteractiveAt + this.reserveWindowMs - this.clock.now();
-    this.cancelReserveTimer = this.clock.setTimer(() => {
-      this.cancelReserveTimer = undefined;
-      this.pump();
-    }, Math.max(0, due));
+    this.cancelReserveTimer = this.clock.setTimer(
+      () => {
+        this.cancelReserveTimer = undefined;
+        this.pump();
+      },
+      Math.max(0, due),
+    );
   }
 }
 

@@ -68,7 +68,11 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       groupConfig: { autoOffsetReset: "earliest", recordLockDurationMs: opts.lockMs, deliveryCountLimit: opts.deliveryLimit },
     });
     member.on("acknowledged", (r) => {
-      if (r.error) log.warn({ err: r.error, topic: r.topic, partition: r.partition }, "the broker refused an acknowledgement (lock expired?); the job may run again elsewhere");
+      if (r.error)
+        log.warn(
+          { err: r.error, topic: r.topic, partition: r.partition },
+          "the broker refused an acknowledgement (lock expired?); the job may run again elsewhere",
+        );
     });
     return { topic, lane, member, joined: false };
   });
@@ -177,7 +181,10 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       if (now - h.renewedAtMs < opts.lockMs / 2) continue;
       h.renewedAtMs = now;
       h.member.renew(h.record).catch((err: unknown) => {
-        log.warn({ err, topic: h.record.topic, offset: String(h.record.offset), heldMs: now - h.takenAtMs }, "could not renew a job's lock; it may run again elsewhere");
+        log.warn(
+          { err, topic: h.record.topic, offset: String(h.record.offset), heldMs: now - h.takenAtMs },
+          "could not renew a job's lock; it may run again elsewhere",
+        );
       });
     }
   }
@@ -208,7 +215,10 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       );
       renewTimer = setInterval(renewLongHeld, Math.max(250, Math.floor(opts.lockMs / 4)));
       loop = run();
-      log.info({ group: opts.groupId, topics: opts.topics.map((t) => t.topic), lockMs: opts.lockMs, deliveryLimit: opts.deliveryLimit }, "joined the share group");
+      log.info(
+        { group: opts.groupId, topics: opts.topics.map((t) => t.topic), lockMs: opts.lockMs, deliveryLimit: opts.deliveryLimit },
+        "joined the share group",
+      );
     },
     pause() {
       paused = true;

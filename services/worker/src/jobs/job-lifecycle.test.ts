@@ -26,7 +26,16 @@ const tick = (): Promise<void> => new Promise((r) => setTimeout(r, 5));
 /** A record as an intake delivers it; `settled` lists each settle call in order. */
 function delivery(value: Buffer | null, offset = "0"): Delivery & { settled: Settlement[] } {
   const settled: Settlement[] = [];
-  return { topic: "shoal.jobs.default.interactive", partition: 0, offset, value, headers: undefined, deliveryCount: 1, settled, settle: (o) => settled.push(o) };
+  return {
+    topic: "shoal.jobs.default.interactive",
+    partition: 0,
+    offset,
+    value,
+    headers: undefined,
+    deliveryCount: 1,
+    settled,
+    settle: (o) => settled.push(o),
+  };
 }
 
 function envelope(init: Partial<{ jobId: string; attempt: number; deadlineUnixMs: bigint; model: string; text: string; lane: Lane }> = {}): Buffer {
@@ -58,7 +67,16 @@ function harness(opts: { outcome?: JobStatus; resident?: boolean; loadError?: Er
     submit(env, _trace, onFinish) {
       submitted.push(`${env.jobId}#${env.attempt}`);
       const status = opts.outcome ?? JobStatus.OK;
-      queueMicrotask(() => onFinish(create(JobResultSchema, { jobId: env.jobId, status, attempt: env.attempt, message: status === JobStatus.OK ? "" : "inference failed: Gather index out of range" })));
+      queueMicrotask(() =>
+        onFinish(
+          create(JobResultSchema, {
+            jobId: env.jobId,
+            status,
+            attempt: env.attempt,
+            message: status === JobStatus.OK ? "" : "inference failed: Gather index out of range",
+          }),
+        ),
+      );
     },
   };
   const lease = (model: string): Lease<JobRunner> => ({ model, resource: runner, release: () => released.push(model) });
@@ -218,7 +236,10 @@ describe("job lifecycle", () => {
     await tick();
     assert.deepEqual(last.settled, ["done"]);
     const deadLetters = (await h.metrics.deadLetters.get()).values;
-    assert.deepEqual(deadLetters.map((v) => [v.labels["reason"], v.value]), [["failed", 1]]);
+    assert.deepEqual(
+      deadLetters.map((v) => [v.labels["reason"], v.value]),
+      [["failed", 1]],
+    );
     assert.equal((await h.metrics.retries.get()).values[0]?.value, 1);
   });
 

@@ -1,5 +1,15 @@
 import { create } from "@bufbuild/protobuf";
-import { deadLetterTopic, decodeEnvelope, encodeEnvelope, laneName, RecordDecodeError, servedLane, type CatalogModel, type LaneName, type Logger } from "@shoal/common";
+import {
+  deadLetterTopic,
+  decodeEnvelope,
+  encodeEnvelope,
+  laneName,
+  RecordDecodeError,
+  servedLane,
+  type CatalogModel,
+  type LaneName,
+  type Logger,
+} from "@shoal/common";
 import { JobResultSchema, JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import type { Delivery, IntakeHandler, Settlement } from "../intake/intake.ts";
 import type { ResultSink } from "../queue/result-sink.ts";
@@ -279,7 +289,14 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       return;
     }
     const trace = new JobTrace(delivery, envelope.jobId, envelope.model, deps.groupId, deps.workerId);
-    const entry: InFlight = { deliveries: [delivery], trace, source: sourceOf(delivery), waitingTokens: 0, heldTokens: 0, lane: laneName(servedLane(envelope.lane)) };
+    const entry: InFlight = {
+      deliveries: [delivery],
+      trace,
+      source: sourceOf(delivery),
+      waitingTokens: 0,
+      heldTokens: 0,
+      lane: laneName(servedLane(envelope.lane)),
+    };
     trace.onStarted(() => started(entry));
     inFlight.set(keyOf(envelope), entry);
     const skip = skipReason(envelope, "before the job was pulled");
@@ -287,7 +304,11 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     const model = deps.model(envelope.model);
     if (!model || model.pool !== deps.pool) return fail(envelope, new ModelNotServedError(envelope.model, deps.pool));
     if (deps.maxDeliveries !== undefined && delivery.deliveryCount >= deps.maxDeliveries) {
-      return void deadLetter(envelope, entry, `delivered ${delivery.deliveryCount} times without an answer (its worker crashed or lost the job's lock each time)`);
+      return void deadLetter(
+        envelope,
+        entry,
+        `delivered ${delivery.deliveryCount} times without an answer (its worker crashed or lost the job's lock each time)`,
+      );
     }
     entry.waitingTokens = estimateJobTokens(envelope, model.spec.maxSequenceLength);
     entry.heldTokens = entry.waitingTokens;

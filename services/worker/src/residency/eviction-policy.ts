@@ -45,11 +45,7 @@ export function victimOrder(policy: ResidencyPolicy, candidates: readonly Victim
  * first, any victim the others cover without it (a big model late in the order can make small
  * earlier ones unnecessary).
  */
-export function chooseVictims(
-  policy: ResidencyPolicy,
-  candidates: readonly VictimCandidate[],
-  neededBytes: number,
-): VictimCandidate[] | undefined {
+export function chooseVictims(policy: ResidencyPolicy, candidates: readonly VictimCandidate[], neededBytes: number): VictimCandidate[] | undefined {
   if (neededBytes <= 0) return [];
   const taken: VictimCandidate[] = [];
   let freed = 0;

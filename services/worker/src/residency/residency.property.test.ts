@@ -126,7 +126,10 @@ async function runSeed(seed: number): Promise<void> {
     if (held.length === 0 && fake.pending.length === 0) {
       // Nothing leased, loading or unloading: no load may be left waiting for room.
       assert.deepEqual(res.queuedModels, [], `${ctx()} after ${step}: stuck queue`);
-      assert.ok(snap.every((i) => i.waiting === 0), `${ctx()} after ${step}: stuck waiters`);
+      assert.ok(
+        snap.every((i) => i.waiting === 0),
+        `${ctx()} after ${step}: stuck waiters`,
+      );
     }
     const loadsByModel = new Map<string, number>();
     for (const op of fake.pending) loadsByModel.set(op.model, (loadsByModel.get(op.model) ?? 0) + 1);
@@ -186,7 +189,10 @@ async function runSeed(seed: number): Promise<void> {
   const snap = res.snapshot();
   const residentSum = snap.filter((i) => i.state === "resident").reduce((n, i) => n + i.bytes, 0);
   assert.equal(res.usedBytes, residentSum, `${ctx()}: usedBytes after drain`);
-  assert.ok(snap.every((i) => i.state === "resident" || i.state === "evicted" || i.state === "failed"), `${ctx()}: ${JSON.stringify(snap)}`);
+  assert.ok(
+    snap.every((i) => i.state === "resident" || i.state === "evicted" || i.state === "failed"),
+    `${ctx()}: ${JSON.stringify(snap)}`,
+  );
 
   closing = true;
   const closed = res.close();

@@ -47,11 +47,14 @@ function setup(s: Setup = {}) {
       },
     };
   };
-  const acquire = (m: string, signal?: AbortSignal): Promise<Lease<FakeResource>> =>
-    res.acquire(m, signal ? { signal } : {}).then(track);
+  const acquire = (m: string, signal?: AbortSignal): Promise<Lease<FakeResource>> => res.acquire(m, signal ? { signal } : {}).then(track);
   const use = async (m: string): Promise<void> => (await acquire(m)).release();
   const info = (m: string): ModelResidencyInfo | undefined => res.snapshot().find((i) => i.model === m);
-  const resident = (): string[] => res.snapshot().filter((i) => i.state === "resident").map((i) => i.model);
+  const resident = (): string[] =>
+    res
+      .snapshot()
+      .filter((i) => i.state === "resident")
+      .map((i) => i.model);
   return { clock, fake, res, events, acquire, use, info, resident, track, pinned };
 }
 
@@ -158,13 +161,19 @@ describe("Residency: eviction order", () => {
     }
     const p = acquire("c");
     await flush();
-    assert.deepEqual(fake.pending.map((o) => `${o.kind} ${o.model}`), ["unload a"]);
+    assert.deepEqual(
+      fake.pending.map((o) => `${o.kind} ${o.model}`),
+      ["unload a"],
+    );
     assert.equal(info("a")?.state, "unloading");
     assert.equal(info("c")?.state, "queued");
     assert.equal(res.usedBytes, 20, "the unloading model still counts");
     fake.op("unload", "a").settle();
     await flush();
-    assert.deepEqual(fake.pending.map((o) => `${o.kind} ${o.model}`), ["load c"]);
+    assert.deepEqual(
+      fake.pending.map((o) => `${o.kind} ${o.model}`),
+      ["load c"],
+    );
     fake.op("load", "c").settle();
     (await p).release();
     assert.equal(res.usedBytes, 20);
@@ -313,7 +322,10 @@ describe("Residency: waiting for room", () => {
     (await c).release();
     (await d).release();
     assert.deepEqual(order, ["c", "d"]);
-    assert.deepEqual(fake.log.filter((l) => l.startsWith("load ")), ["load a", "load c", "load d"]);
+    assert.deepEqual(
+      fake.log.filter((l) => l.startsWith("load ")),
+      ["load a", "load c", "load d"],
+    );
   });
 
   test("an aborted waiting acquire leaves the queue; the next one proceeds", async () => {
@@ -445,7 +457,13 @@ describe("Residency: errors", () => {
   });
 
   test("sizeOf throwing rejects the acquire with its error; Infinity counts as too large; NaN is a RangeError", async () => {
-    const { res } = setup({ opts: { sizeOf: () => { throw new Error("unknown model"); } } });
+    const { res } = setup({
+      opts: {
+        sizeOf: () => {
+          throw new Error("unknown model");
+        },
+      },
+    });
     await assert.rejects(res.acquire("nope"), /unknown model/);
     assert.deepEqual(res.snapshot(), []);
     const inf = setup({ sizes: { nope: Number.POSITIVE_INFINITY } });
@@ -488,7 +506,10 @@ describe("Residency: close", () => {
     const pd = acquire("d"); // queued: needs more than the idle b would free
     await flush();
     assert.deepEqual(res.queuedModels, ["d"]);
-    assert.deepEqual(fake.pending.map((o) => `${o.kind} ${o.model}`), ["load c"]);
+    assert.deepEqual(
+      fake.pending.map((o) => `${o.kind} ${o.model}`),
+      ["load c"],
+    );
     let closed = false;
     const done = res.close().then(() => (closed = true));
     await assert.rejects(pc, ResidencyClosedError);

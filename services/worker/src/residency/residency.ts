@@ -349,7 +349,11 @@ export class Residency<R> {
     }
     for (const e of this.queue) this.dequeued(e);
     this.queue = [];
-    this.startUnload([...this.entries.values()].filter((e) => e.state === "resident" && e.inFlight === 0), "close", undefined);
+    this.startUnload(
+      [...this.entries.values()].filter((e) => e.state === "resident" && e.inFlight === 0),
+      "close",
+      undefined,
+    );
     this.checkClosed();
     return this.closing;
   }
@@ -507,7 +511,11 @@ export class Residency<R> {
       if (shortfall <= 0) return; // unloads in progress will make the room
       const victims = this.victimsFor(head, shortfall);
       if (victims === undefined) return; // wait for a release (or a load to finish)
-      this.startUnload(victims.map((v) => this.entries.get(v.model)!), "room", head.model);
+      this.startUnload(
+        victims.map((v) => this.entries.get(v.model)!),
+        "room",
+        head.model,
+      );
       return;
     }
   }
@@ -540,10 +548,13 @@ export class Residency<R> {
 
   private armBusyTimer(ms: number): void {
     if (this.cancelBusyTimer) return;
-    this.cancelBusyTimer = this.opts.clock.setTimer(() => {
-      this.cancelBusyTimer = undefined;
-      this.pump();
-    }, Math.max(0, ms));
+    this.cancelBusyTimer = this.opts.clock.setTimer(
+      () => {
+        this.cancelBusyTimer = undefined;
+        this.pump();
+      },
+      Math.max(0, ms),
+    );
   }
 
   /** Evictable models (resident, idle, not catalog-pinned); with `busy`, those that will be once idle (loading or leased). */

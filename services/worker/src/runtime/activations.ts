@@ -4,10 +4,10 @@
  * logit for multi-label ones (as Hugging Face `problem_type` and sentence-transformers'
  * CrossEncoder apply them).
  */
-import type { ModelSpec } from '@shoal/common/model-manifest';
+import type { ModelSpec } from "@shoal/common/model-manifest";
 
 /** What turns a model's output into scores. `none`: used as is (embedders, raw-logit rerankers). */
-export type Activation = 'sigmoid' | 'softmax' | 'none';
+export type Activation = "sigmoid" | "softmax" | "none";
 
 function checkWidth(values: Float32Array, width: number): void {
   if (!(Number.isSafeInteger(width) && width >= 1) || values.length % width !== 0) {
@@ -72,12 +72,12 @@ export function softmax(values: Float32Array, width: number): Float32Array {
  */
 export function activationOf(spec: ModelSpec): Activation {
   switch (spec.task) {
-    case 'rerank':
+    case "rerank":
       return spec.scoreActivation;
-    case 'classify':
-      return spec.problemType === 'single_label' ? 'softmax' : 'sigmoid';
-    case 'embed':
-      return 'none';
+    case "classify":
+      return spec.problemType === "single_label" ? "softmax" : "sigmoid";
+    case "embed":
+      return "none";
   }
 }
 
@@ -90,7 +90,7 @@ export function activationOf(spec: ModelSpec): Activation {
 export function applyActivation(spec: ModelSpec, logits: Float32Array): Float32Array {
   checkWidth(logits, spec.dimensions);
   const activation = activationOf(spec);
-  if (activation === 'sigmoid') return sigmoid(logits);
-  if (activation === 'softmax') return softmax(logits, spec.dimensions);
+  if (activation === "sigmoid") return sigmoid(logits);
+  if (activation === "softmax") return softmax(logits, spec.dimensions);
   return logits;
 }

@@ -5,36 +5,36 @@
  * 2. raw session.run() vs the inference threads at batch 32 × seq 128 (the thread hop's cost);
  * 3. the same for ragged batches (32 lengths uniform in 8..128) planned into sub-batches.
  */
-import { parseArgs } from 'node:util';
-import { createInferenceThreads } from './inference-threads.ts';
-import { readModelDir } from '@shoal/common/model-manifest';
-import { paddingStats, planSubBatches } from './padding-plan.ts';
-import { measureRawMixed, measureRawThroughput } from './raw-ceiling.ts';
-import { generatedModelDir, sentences } from './test-models.ts';
-import { createTextTokenizer } from './text-tokenizer.ts';
+import { parseArgs } from "node:util";
+import { createInferenceThreads } from "./inference-threads.ts";
+import { readModelDir } from "@shoal/common/model-manifest";
+import { paddingStats, planSubBatches } from "./padding-plan.ts";
+import { measureRawMixed, measureRawThroughput } from "./raw-ceiling.ts";
+import { generatedModelDir, sentences } from "./test-models.ts";
+import { createTextTokenizer } from "./text-tokenizer.ts";
 
 const { values } = parseArgs({
   options: {
-    preset: { type: 'string', default: 'mini' },
-    iterations: { type: 'string', default: '10' },
-    'intra-op-threads': { type: 'string', default: '2' },
-    overhead: { type: 'string', default: '64' },
+    preset: { type: "string", default: "mini" },
+    iterations: { type: "string", default: "10" },
+    "intra-op-threads": { type: "string", default: "2" },
+    overhead: { type: "string", default: "64" },
   },
 });
-const preset = values.preset === 'tiny' ? 'tiny' : 'mini';
+const preset = values.preset === "tiny" ? "tiny" : "mini";
 const iterations = Number(values.iterations);
-const intraOpThreads = Number(values['intra-op-threads']);
+const intraOpThreads = Number(values["intra-op-threads"]);
 const perCallOverheadTokens = Number(values.overhead);
 const spec = await readModelDir(await generatedModelDir(preset));
-const fmt = (n: number): string => Math.round(n).toLocaleString('en-US');
+const fmt = (n: number): string => Math.round(n).toLocaleString("en-US");
 console.log(`model ${spec.id} (${preset}), ${intraOpThreads} intra-op threads, ${iterations} iterations`);
 
 // 1. Tokenizer.
 {
   const tok = await createTextTokenizer(spec);
   const corpora = {
-    'short sentences (3,000 × 1-25 words)': sentences(3000, 25, 1),
-    'paragraphs (300 × ~100 words)': Array.from({ length: 300 }, (_, i) => sentences(8, 25, 100 + i).join(' ')),
+    "short sentences (3,000 × 1-25 words)": sentences(3000, 25, 1),
+    "paragraphs (300 × ~100 words)": Array.from({ length: 300 }, (_, i) => sentences(8, 25, 100 + i).join(" ")),
   };
   for (const [name, texts] of Object.entries(corpora)) {
     for (const t of texts.slice(0, 200)) tok.encode(t, { truncate: true }); // JIT warm-up

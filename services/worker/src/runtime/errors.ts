@@ -3,11 +3,11 @@
  * {@link InferenceError}), never on message text.
  */
 
-export { ModelLoadError } from '@shoal/common/model-manifest';
+export { ModelLoadError } from "@shoal/common/model-manifest";
 
 /** A text has more tokens than the model accepts and the caller asked not to truncate. */
 export class InputTooLongError extends Error {
-  override readonly name = 'InputTooLongError';
+  override readonly name = "InputTooLongError";
   /** Tokens in the text, special tokens included. */
   readonly tokens: number;
   /** The model's `maxSequenceLength`. */
@@ -28,11 +28,11 @@ export class InputTooLongError extends Error {
  * - `thread-crashed`: the inference thread died while the run was in flight;
  * - `closed`: the inference threads were closed before the run finished, or no thread is left to run it.
  */
-export type InferenceErrorReason = 'run-failed' | 'bad-output' | 'invalid-input' | 'thread-crashed' | 'closed';
+export type InferenceErrorReason = "run-failed" | "bad-output" | "invalid-input" | "thread-crashed" | "closed";
 
 /** An inference run did not produce vectors. */
 export class InferenceError extends Error {
-  override readonly name = 'InferenceError';
+  override readonly name = "InferenceError";
   readonly reason: InferenceErrorReason;
 
   constructor(reason: InferenceErrorReason, message: string, options?: { cause?: unknown }) {

@@ -1,17 +1,17 @@
-import assert from 'node:assert/strict';
-import { rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
-import { InferenceError, ModelLoadError } from './errors.ts';
-import { createInferenceThreads, type InferenceThreads, type ThreadsLogger } from './inference-threads.ts';
-import { l2normalize } from './l2-normalize.ts';
-import { readModelDir, type ModelSpec } from '@shoal/common/model-manifest';
-import { planSubBatches } from './padding-plan.ts';
-import { createTextTokenizer, type TextTokenizer } from './text-tokenizer.ts';
-import { copyModelDir, generatedModelDir, sentences, rejection } from './test-models.ts';
+import assert from "node:assert/strict";
+import { rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { InferenceError, ModelLoadError } from "./errors.ts";
+import { createInferenceThreads, type InferenceThreads, type ThreadsLogger } from "./inference-threads.ts";
+import { l2normalize } from "./l2-normalize.ts";
+import { readModelDir, type ModelSpec } from "@shoal/common/model-manifest";
+import { planSubBatches } from "./padding-plan.ts";
+import { createTextTokenizer, type TextTokenizer } from "./text-tokenizer.ts";
+import { copyModelDir, generatedModelDir, sentences, rejection } from "./test-models.ts";
 
 interface LogLine {
-  level: 'info' | 'warn';
+  level: "info" | "warn";
   obj: object;
   msg: string | undefined;
 }
@@ -20,8 +20,8 @@ function recordingLogger(): ThreadsLogger & { lines: LogLine[] } {
   const lines: LogLine[] = [];
   return {
     lines,
-    info: (obj, msg) => lines.push({ level: 'info', obj, msg }),
-    warn: (obj, msg) => lines.push({ level: 'warn', obj, msg }),
+    info: (obj, msg) => lines.push({ level: "info", obj, msg }),
+    warn: (obj, msg) => lines.push({ level: "warn", obj, msg }),
   };
 }
 
@@ -36,8 +36,7 @@ function maxAbsDiff(a: Float32Array, b: Float32Array): number {
   return m;
 }
 
-
-describe('inference threads on the generated tiny model', () => {
+describe("inference threads on the generated tiny model", () => {
   let spec: ModelSpec;
   let tok: TextTokenizer;
   let threads: InferenceThreads;
@@ -45,19 +44,19 @@ describe('inference threads on the generated tiny model', () => {
   const dims = 64;
 
   before(async () => {
-    spec = await readModelDir(await generatedModelDir('tiny'));
+    spec = await readModelDir(await generatedModelDir("tiny"));
     tok = await createTextTokenizer(spec);
     threads = await createInferenceThreads({ spec, intraOpThreads: 1, logger });
   });
   after(() => threads.close());
 
-  it('reports its dimensions and the CPU provider, logging no warning', () => {
+  it("reports its dimensions and the CPU provider, logging no warning", () => {
     assert.equal(threads.dimensions, dims);
-    assert.deepEqual(threads.info, { modelId: 'shoal-tiny-embed', runtime: 'onnx', provider: 'cpu', requestedProvider: 'cpu', threads: 1, intraOpThreads: 1 });
-    assert.equal(logger.lines.filter((l) => l.level === 'warn').length, 0);
+    assert.deepEqual(threads.info, { modelId: "shoal-tiny-embed", runtime: "onnx", provider: "cpu", requestedProvider: "cpu", threads: 1, intraOpThreads: 1 });
+    assert.equal(logger.lines.filter((l) => l.level === "warn").length, 0);
   });
 
-  it('a text embedded alone equals the same text inside a batch of 32 ragged texts (1e-5 after normalisation)', async () => {
+  it("a text embedded alone equals the same text inside a batch of 32 ragged texts (1e-5 after normalisation)", async () => {
     const texts = sentences(32, 40, 11);
     const ids = texts.map((t) => tok.encode(t, { truncate: true }).ids);
     const lengths = ids.map((x) => x.length);
@@ -68,7 +67,10 @@ describe('inference threads on the generated tiny model', () => {
     assert.ok(plan.length > 1);
     const planned = await threads.run(plan.map((g) => ({ ids: g.map((i) => ids[i]!) })));
     assert.equal(planned.vectors.length, 32 * dims);
-    assert.equal(planned.paddedTokens, plan.reduce((s, g) => s + g.length * Math.max(...g.map((i) => lengths[i]!)), 0));
+    assert.equal(
+      planned.paddedTokens,
+      plan.reduce((s, g) => s + g.length * Math.max(...g.map((i) => lengths[i]!)), 0),
+    );
     assert.ok(planned.inferenceMs > 0);
     const order = plan.flat();
     // One group padded to the longest: every short text sits on heavy padding.
@@ -86,13 +88,16 @@ describe('inference threads on the generated tiny model', () => {
     }
   });
 
-  it('returns finite, distinct, un-normalised vectors of the right size; normalised norms are 1 within 1e-6', async () => {
-    const ids = ['shoal', 'a school of fish', 'the quick brown fox jumps over the lazy dog'].map((t) => tok.encode(t, { truncate: true }).ids);
+  it("returns finite, distinct, un-normalised vectors of the right size; normalised norms are 1 within 1e-6", async () => {
+    const ids = ["shoal", "a school of fish", "the quick brown fox jumps over the lazy dog"].map((t) => tok.encode(t, { truncate: true }).ids);
     const { vectors } = await threads.run([{ ids: [ids[0]!] }, { ids: [ids[1]!, ids[2]!] }]);
     assert.equal(vectors.length, 3 * dims);
     assert.ok(vectors.every(Number.isFinite));
     const norms = [0, 1, 2].map((i) => Math.hypot(...row(vectors, i, dims)));
-    assert.ok(norms.some((n) => Math.abs(n - 1) > 1e-3), `threads output is not normalised (norms ${norms.join(', ')})`);
+    assert.ok(
+      norms.some((n) => Math.abs(n - 1) > 1e-3),
+      `threads output is not normalised (norms ${norms.join(", ")})`,
+    );
     assert.ok(maxAbsDiff(row(vectors, 0, dims), row(vectors, 1, dims)) > 1e-3);
     l2normalize(vectors, dims);
     for (let i = 0; i < 3; i++) {
@@ -102,7 +107,7 @@ describe('inference threads on the generated tiny model', () => {
     }
   });
 
-  it('queues concurrent runs on one thread and answers each with its own vectors', async () => {
+  it("queues concurrent runs on one thread and answers each with its own vectors", async () => {
     const ids = sentences(8, 30, 21).map((t) => tok.encode(t, { truncate: true }).ids);
     const sequential: Float32Array[] = [];
     for (const x of ids) sequential.push((await threads.run([{ ids: [x] }])).vectors);
@@ -112,41 +117,41 @@ describe('inference threads on the generated tiny model', () => {
     });
   });
 
-  it('rejects malformed input with InferenceError(invalid-input) and an empty run with no vectors', async () => {
+  it("rejects malformed input with InferenceError(invalid-input) and an empty run with no vectors", async () => {
     const err = await rejection(threads.run([{ ids: [[101, 102]] }, { ids: [] }]));
-    assert.ok(err instanceof InferenceError && err.reason === 'invalid-input', String(err));
+    assert.ok(err instanceof InferenceError && err.reason === "invalid-input", String(err));
     const err2 = await rejection(threads.run([{ ids: [[101, -5, 102]] }]));
-    assert.ok(err2 instanceof InferenceError && err2.reason === 'invalid-input', String(err2));
+    assert.ok(err2 instanceof InferenceError && err2.reason === "invalid-input", String(err2));
     const empty = await threads.run([]);
     assert.equal(empty.vectors.length, 0);
   });
 
-  it('rejects a run ONNX Runtime fails (id outside the vocabulary) with InferenceError(run-failed), then keeps serving', async () => {
+  it("rejects a run ONNX Runtime fails (id outside the vocabulary) with InferenceError(run-failed), then keeps serving", async () => {
     const err = await rejection(threads.run([{ ids: [[101, 5_000_000, 102]] }]));
-    assert.ok(err instanceof InferenceError && err.reason === 'run-failed', String(err));
+    assert.ok(err instanceof InferenceError && err.reason === "run-failed", String(err));
     assert.match((err as Error).message, /session\.run failed on a 1×3 group/);
     const ok = await threads.run([{ ids: [[101, 2000, 102]] }]);
     assert.equal(ok.vectors.length, dims);
   });
 });
 
-describe('inference threads lifecycle', () => {
+describe("inference threads lifecycle", () => {
   let tiny: string;
   let spec: ModelSpec;
   before(async () => {
-    tiny = await generatedModelDir('tiny');
+    tiny = await generatedModelDir("tiny");
     spec = await readModelDir(tiny);
   });
 
-  it('cuda requested without a GPU (none here) falls back to CPU with exactly one warning', async () => {
+  it("cuda requested without a GPU (none here) falls back to CPU with exactly one warning", async () => {
     const logger = recordingLogger();
-    const threads = await createInferenceThreads({ spec, threads: 2, intraOpThreads: 1, executionProvider: 'cuda', logger });
+    const threads = await createInferenceThreads({ spec, threads: 2, intraOpThreads: 1, executionProvider: "cuda", logger });
     try {
-      assert.equal(threads.info.provider, 'cpu');
-      assert.equal(threads.info.requestedProvider, 'cuda');
-      const warnings = logger.lines.filter((l) => l.level === 'warn');
+      assert.equal(threads.info.provider, "cpu");
+      assert.equal(threads.info.requestedProvider, "cuda");
+      const warnings = logger.lines.filter((l) => l.level === "warn");
       assert.equal(warnings.length, 1, JSON.stringify(warnings));
-      assert.match(warnings[0]!.msg ?? '', /CUDA execution provider unavailable, running inference on CPU/);
+      assert.match(warnings[0]!.msg ?? "", /CUDA execution provider unavailable, running inference on CPU/);
       assert.match(JSON.stringify(warnings[0]!.obj), /CUDA provider libraries are not installed/);
       const r = await threads.run([{ ids: [[101, 2000, 102]] }]);
       assert.equal(r.vectors.length, 64);
@@ -155,14 +160,14 @@ describe('inference threads lifecycle', () => {
     }
   });
 
-  it('rejects a corrupt model.onnx with ModelLoadError, leaving the process running', async () => {
+  it("rejects a corrupt model.onnx with ModelLoadError, leaving the process running", async () => {
     const { dir, dispose } = await copyModelDir(tiny);
     try {
-      await writeFile(join(dir, 'model.onnx'), Buffer.from('this is not an onnx protobuf, just garbage bytes \x00\xff\x13'));
+      await writeFile(join(dir, "model.onnx"), Buffer.from("this is not an onnx protobuf, just garbage bytes \x00\xff\x13"));
       const corrupt = await readModelDir(dir);
       const err = await rejection(createInferenceThreads({ spec: corrupt, threads: 2, intraOpThreads: 1 }));
       assert.ok(err instanceof ModelLoadError, String(err));
-      assert.equal(err.path, join(dir, 'model.onnx'));
+      assert.equal(err.path, join(dir, "model.onnx"));
       assert.match(err.message, /onnx\.file: ONNX Runtime cannot load it/);
     } finally {
       await dispose();
@@ -172,25 +177,28 @@ describe('inference threads lifecycle', () => {
     await threads.close();
   });
 
-  it('rejects a model.onnx deleted after the manifest was read with ModelLoadError', async () => {
+  it("rejects a model.onnx deleted after the manifest was read with ModelLoadError", async () => {
     const { dir, dispose } = await copyModelDir(tiny);
     try {
       const copy = await readModelDir(dir);
-      await rm(join(dir, 'model.onnx'));
+      await rm(join(dir, "model.onnx"));
       await assert.rejects(createInferenceThreads({ spec: copy, intraOpThreads: 1 }), ModelLoadError);
     } finally {
       await dispose();
     }
   });
 
-  it('rejects a manifest that does not match the graph with ModelLoadError listing each mismatch', async () => {
-    const wrong: ModelSpec = { ...spec, dimensions: 65, inputNames: { ...spec.inputNames, inputIds: 'ids' } };
+  it("rejects a manifest that does not match the graph with ModelLoadError listing each mismatch", async () => {
+    const wrong: ModelSpec = { ...spec, dimensions: 65, inputNames: { ...spec.inputNames, inputIds: "ids" } };
     const err = await rejection(createInferenceThreads({ spec: wrong, intraOpThreads: 1 }));
     assert.ok(err instanceof ModelLoadError, String(err));
-    assert.deepEqual(err.problems.map((p) => p.slice(0, p.indexOf(':'))), ['onnx.inputs.inputIds', 'onnx.inputs', 'dimensions']);
+    assert.deepEqual(
+      err.problems.map((p) => p.slice(0, p.indexOf(":"))),
+      ["onnx.inputs.inputIds", "onnx.inputs", "dimensions"],
+    );
   });
 
-  it('close is idempotent, lets a running run finish, and rejects later runs with InferenceError(closed)', async () => {
+  it("close is idempotent, lets a running run finish, and rejects later runs with InferenceError(closed)", async () => {
     const threads = await createInferenceThreads({ spec, intraOpThreads: 1 });
     // A first run proves the thread has its session: run() then hands the next run to it
     // synchronously, and a second one queues behind it (all before close, in one tick).
@@ -201,15 +209,15 @@ describe('inference threads lifecycle', () => {
     const second = threads.close();
     assert.equal(first, second);
     const [run, queue] = await Promise.allSettled([running, queued]);
-    assert.equal(run.status, 'fulfilled');
-    assert.ok(queue.status === 'rejected' && queue.reason instanceof InferenceError && queue.reason.reason === 'closed');
+    assert.equal(run.status, "fulfilled");
+    assert.ok(queue.status === "rejected" && queue.reason instanceof InferenceError && queue.reason.reason === "closed");
     await first;
     await threads.close();
     const err = await rejection(threads.run([{ ids: [[101, 102]] }]));
-    assert.ok(err instanceof InferenceError && err.reason === 'closed');
+    assert.ok(err instanceof InferenceError && err.reason === "closed");
   });
 
-  it('spreads concurrent runs over two threads with the same results as one thread', async () => {
+  it("spreads concurrent runs over two threads with the same results as one thread", async () => {
     const tok = await createTextTokenizer(spec);
     const ids = sentences(12, 30, 5).map((t) => tok.encode(t, { truncate: true }).ids);
     const one = await createInferenceThreads({ spec, threads: 1, intraOpThreads: 1 });
@@ -225,24 +233,27 @@ describe('inference threads lifecycle', () => {
     }
   });
 
-  it('a crashed thread rejects its run with InferenceError(thread-crashed) and is replaced', async () => {
+  it("a crashed thread rejects its run with InferenceError(thread-crashed) and is replaced", async () => {
     const logger = recordingLogger();
     const threads = await createInferenceThreads({
       spec,
       intraOpThreads: 1,
       logger,
-      threadEntry: new URL('./crashing-thread.fixture.mjs', import.meta.url),
+      threadEntry: new URL("./crashing-thread.fixture.mjs", import.meta.url),
     });
     try {
-      for (const [cue, why] of [[666_666, /exited with code 3/], [777_777, /crashed \(injected uncaught error\)/]] as const) {
+      for (const [cue, why] of [
+        [666_666, /exited with code 3/],
+        [777_777, /crashed \(injected uncaught error\)/],
+      ] as const) {
         const doomed = threads.run([{ ids: [[cue, 101, 102]] }]);
         const waiting = threads.run([{ ids: [[101, 2000, 102]] }]); // queued behind it: must run on the replacement
         const err = await rejection(doomed);
-        assert.ok(err instanceof InferenceError && err.reason === 'thread-crashed', String(err));
+        assert.ok(err instanceof InferenceError && err.reason === "thread-crashed", String(err));
         assert.match((err as Error).message, why);
         assert.equal((await waiting).vectors.length, 64);
       }
-      assert.equal(logger.lines.filter((l) => l.msg === 'inference thread lost, starting a replacement').length, 2);
+      assert.equal(logger.lines.filter((l) => l.msg === "inference thread lost, starting a replacement").length, 2);
     } finally {
       await threads.close();
     }

@@ -3,12 +3,12 @@
  * pre-grouped token ids; each `run` is one message to one thread (all groups together), whose
  * buffers are transferred, not copied. Pooled vectors come back un-normalised.
  */
-import { Worker } from 'node:worker_threads';
-import { InferenceError, ModelLoadError } from './errors.ts';
-import type { FromThread, ThreadInit, ToThread } from './inference-protocol.ts';
-import type { ModelSpec } from '@shoal/common/model-manifest';
-import type { ExecutionProviderChoice } from './onnx-session.ts';
-import { packGroup, type PackedGroup } from './packed-group.ts';
+import { Worker } from "node:worker_threads";
+import { InferenceError, ModelLoadError } from "./errors.ts";
+import type { FromThread, ThreadInit, ToThread } from "./inference-protocol.ts";
+import type { ModelSpec } from "@shoal/common/model-manifest";
+import type { ExecutionProviderChoice } from "./onnx-session.ts";
+import { packGroup, type PackedGroup } from "./packed-group.ts";
 
 /** The logging surface the threads need (a pino logger fits). */
 export interface ThreadsLogger {
@@ -61,7 +61,7 @@ export interface RunResult {
 export interface InferenceThreadsInfo {
   readonly modelId: string;
   /** Provider the sessions actually use; `simulated` for a simulated accelerator (issue #16). */
-  readonly provider: ExecutionProviderChoice | 'simulated';
+  readonly provider: ExecutionProviderChoice | "simulated";
   /** `onnx`, or `simulated:<profile>` (runtime/simulated): how the runtime is labelled wherever it shows. */
   readonly runtime: string;
   /** Provider asked for (differs from `provider` after a CUDA → CPU fallback). */
@@ -86,12 +86,12 @@ export interface InferenceThreads {
   close(): Promise<void>;
 }
 
-const THREAD_ENTRY = new URL('./inference-thread-entry.mjs', import.meta.url);
+const THREAD_ENTRY = new URL("./inference-thread-entry.mjs", import.meta.url);
 
 const stderrLogger: ThreadsLogger = {
   info() {},
   warn(obj, msg) {
-    process.stderr.write(`WARN ${msg ?? ''} ${JSON.stringify(obj)}\n`);
+    process.stderr.write(`WARN ${msg ?? ""} ${JSON.stringify(obj)}\n`);
   },
 };
 
@@ -111,37 +111,37 @@ interface Slot {
 }
 
 /** Starts one thread and resolves once its session is open. */
-function startThread(entry: URL, init: ThreadInit): Promise<{ worker: Worker; ready: Extract<FromThread, { type: 'ready' }> }> {
+function startThread(entry: URL, init: ThreadInit): Promise<{ worker: Worker; ready: Extract<FromThread, { type: "ready" }> }> {
   return new Promise((resolve, reject) => {
     const worker = new Worker(entry, { workerData: init });
     const fail = (err: Error): void => {
-      worker.off('message', onMessage);
-      worker.off('error', onError);
-      worker.off('exit', onExit);
+      worker.off("message", onMessage);
+      worker.off("error", onError);
+      worker.off("exit", onExit);
       // A late 'error' from a thread being discarded must not become an uncaught exception here.
-      worker.on('error', () => {});
+      worker.on("error", () => {});
       void worker.terminate();
       reject(err);
     };
     const onMessage = (msg: FromThread): void => {
-      if (msg.type === 'ready') {
-        worker.off('message', onMessage);
-        worker.off('error', onError);
-        worker.off('exit', onExit);
+      if (msg.type === "ready") {
+        worker.off("message", onMessage);
+        worker.off("error", onError);
+        worker.off("exit", onExit);
         resolve({ worker, ready: msg });
-      } else if (msg.type === 'load-failed') {
+      } else if (msg.type === "load-failed") {
         fail(new ModelLoadError(msg.path, msg.problems));
       }
     };
     const onError = (err: Error): void => {
-      fail(new InferenceError('thread-crashed', `inference thread failed while starting: ${err.message}`, { cause: err }));
+      fail(new InferenceError("thread-crashed", `inference thread failed while starting: ${err.message}`, { cause: err }));
     };
     const onExit = (code: number): void => {
-      fail(new InferenceError('thread-crashed', `inference thread exited with code ${code} while starting`));
+      fail(new InferenceError("thread-crashed", `inference thread exited with code ${code} while starting`));
     };
-    worker.on('message', onMessage);
-    worker.on('error', onError);
-    worker.on('exit', onExit);
+    worker.on("message", onMessage);
+    worker.on("error", onError);
+    worker.on("exit", onExit);
   });
 }
 
@@ -169,7 +169,7 @@ class ThreadGroup implements InferenceThreads {
   }
 
   /** Starts one thread and adopts it as soon as it is ready (no window without listeners). */
-  async addThread(): Promise<Extract<FromThread, { type: 'ready' }>> {
+  async addThread(): Promise<Extract<FromThread, { type: "ready" }>> {
     const { worker, ready } = await startThread(this.entry, this.init);
     this.adopt(worker);
     this.noteFallback(ready.fallbackReason);
@@ -177,18 +177,18 @@ class ThreadGroup implements InferenceThreads {
   }
 
   run(groups: readonly RunGroup[]): Promise<RunResult> {
-    if (this.closing !== undefined) return Promise.reject(new InferenceError('closed', 'inference threads are closed'));
+    if (this.closing !== undefined) return Promise.reject(new InferenceError("closed", "inference threads are closed"));
     let packed: PackedGroup[];
     try {
       // A model without a token-type input ignores types: don't pack or send them.
       const typed = this.spec.inputNames.tokenTypeIds !== undefined;
       packed = groups.map((g) => packGroup(g.ids, typed ? g.typeIds : undefined));
     } catch (err) {
-      return Promise.reject(new InferenceError('invalid-input', (err as Error).message, { cause: err }));
+      return Promise.reject(new InferenceError("invalid-input", (err as Error).message, { cause: err }));
     }
     if (packed.length === 0) return Promise.resolve({ vectors: new Float32Array(0), inferenceMs: 0, paddedTokens: 0 });
     if (this.slots.length === 0 && this.starting === 0) {
-      return Promise.reject(new InferenceError('closed', 'no inference thread is left to run this'));
+      return Promise.reject(new InferenceError("closed", "no inference thread is left to run this"));
     }
     const paddedTokens = packed.reduce((sum, g) => sum + g.batch * g.seqLen, 0);
     return new Promise<RunResult>((resolve, reject) => {
@@ -199,7 +199,7 @@ class ThreadGroup implements InferenceThreads {
 
   close(): Promise<void> {
     this.closing ??= (async () => {
-      this.rejectQueued(new InferenceError('closed', 'inference threads closed before the run started'));
+      this.rejectQueued(new InferenceError("closed", "inference threads closed before the run started"));
       await Promise.all([...this.slots].map((slot) => this.closeSlot(slot)));
     })();
     return this.closing;
@@ -210,7 +210,7 @@ class ThreadGroup implements InferenceThreads {
     this.fallbackLogged = true;
     this.logger.warn(
       { model: this.spec.id, requested: this.init.settings.executionProvider, reason },
-      'CUDA execution provider unavailable, running inference on CPU',
+      "CUDA execution provider unavailable, running inference on CPU",
     );
   }
 
@@ -225,7 +225,7 @@ class ThreadGroup implements InferenceThreads {
         transfer.push(g.inputIds.buffer as ArrayBuffer, g.attentionMask.buffer as ArrayBuffer);
         if (g.tokenTypeIds !== undefined) transfer.push(g.tokenTypeIds.buffer as ArrayBuffer);
       }
-      const msg: ToThread = { type: 'run', id: job.id, groups: job.groups };
+      const msg: ToThread = { type: "run", id: job.id, groups: job.groups };
       slot.worker.postMessage(msg, transfer);
     }
   }
@@ -237,20 +237,20 @@ class ThreadGroup implements InferenceThreads {
   private adopt(worker: Worker): void {
     const slot: Slot = { worker, job: undefined, gone: false };
     this.slots.push(slot);
-    worker.on('message', (msg: FromThread) => {
+    worker.on("message", (msg: FromThread) => {
       if (slot.gone) return;
       const job = slot.job;
-      if (msg.type === 'result' && job?.id === msg.id) {
+      if (msg.type === "result" && job?.id === msg.id) {
         slot.job = undefined;
         job.resolve({ vectors: msg.vectors, inferenceMs: msg.inferenceMs, paddedTokens: job.paddedTokens });
-      } else if (msg.type === 'error' && job?.id === msg.id) {
+      } else if (msg.type === "error" && job?.id === msg.id) {
         slot.job = undefined;
         job.reject(new InferenceError(msg.reason, msg.message));
       }
       this.dispatch();
     });
-    worker.on('error', (err) => this.lost(slot, `crashed (${err.message})`, err));
-    worker.on('exit', (code) => this.lost(slot, `exited with code ${code}`));
+    worker.on("error", (err) => this.lost(slot, `crashed (${err.message})`, err));
+    worker.on("exit", (code) => this.lost(slot, `exited with code ${code}`));
   }
 
   /** A thread died: fail its run, and unless closing, start a replacement. */
@@ -261,11 +261,11 @@ class ThreadGroup implements InferenceThreads {
     const job = slot.job;
     slot.job = undefined;
     if (this.closing !== undefined) {
-      job?.reject(new InferenceError('closed', 'inference threads closed during the run'));
+      job?.reject(new InferenceError("closed", "inference threads closed during the run"));
       return;
     }
-    job?.reject(new InferenceError('thread-crashed', `inference thread ${why} during the run`, { cause }));
-    this.logger.warn({ model: this.spec.id, why, err: cause }, 'inference thread lost, starting a replacement');
+    job?.reject(new InferenceError("thread-crashed", `inference thread ${why} during the run`, { cause }));
+    this.logger.warn({ model: this.spec.id, why, err: cause }, "inference thread lost, starting a replacement");
     this.starting++;
     startThread(this.entry, this.init).then(
       ({ worker, ready }) => {
@@ -280,9 +280,9 @@ class ThreadGroup implements InferenceThreads {
       },
       (err: unknown) => {
         this.starting--;
-        this.logger.warn({ model: this.spec.id, err }, 'replacement inference thread failed to start');
+        this.logger.warn({ model: this.spec.id, err }, "replacement inference thread failed to start");
         if (this.slots.length === 0 && this.starting === 0) {
-          this.rejectQueued(new InferenceError('closed', 'no inference thread is left to run this'));
+          this.rejectQueued(new InferenceError("closed", "no inference thread is left to run this"));
         }
       },
     );
@@ -291,16 +291,16 @@ class ThreadGroup implements InferenceThreads {
   /** Asks a thread to finish its run and release its session; terminates it after the deadline. */
   private async closeSlot(slot: Slot): Promise<void> {
     if (slot.gone) return;
-    const exited = new Promise<void>((resolve) => slot.worker.once('exit', () => resolve()));
-    slot.worker.postMessage({ type: 'close' } satisfies ToThread);
+    const exited = new Promise<void>((resolve) => slot.worker.once("exit", () => resolve()));
+    slot.worker.postMessage({ type: "close" } satisfies ToThread);
     let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), this.closeTimeoutMs);
+    const deadline = new Promise<"timeout">((resolve) => {
+      timer = setTimeout(() => resolve("timeout"), this.closeTimeoutMs);
     });
     const outcome = await Promise.race([exited, deadline]);
     clearTimeout(timer);
-    if (outcome === 'timeout') {
-      this.logger.warn({ model: this.spec.id, closeTimeoutMs: this.closeTimeoutMs }, 'inference thread did not close in time, terminating it');
+    if (outcome === "timeout") {
+      this.logger.warn({ model: this.spec.id, closeTimeoutMs: this.closeTimeoutMs }, "inference thread did not close in time, terminating it");
       await slot.worker.terminate();
     }
   }
@@ -314,7 +314,7 @@ class ThreadGroup implements InferenceThreads {
 export async function createInferenceThreads(opts: InferenceThreadsOptions): Promise<InferenceThreads> {
   const threads = opts.threads ?? 1;
   if (!(Number.isSafeInteger(threads) && threads >= 1)) throw new RangeError(`threads must be an integer >= 1 (got ${threads})`);
-  const requested = opts.executionProvider ?? 'cpu';
+  const requested = opts.executionProvider ?? "cpu";
   const { spec } = opts;
   const init: ThreadInit = {
     model: {
@@ -330,20 +330,20 @@ export async function createInferenceThreads(opts: InferenceThreadsOptions): Pro
   const group = new ThreadGroup(spec, init, opts.threadEntry ?? THREAD_ENTRY, logger, opts.closeTimeoutMs ?? 10_000);
 
   const started = await Promise.allSettled(Array.from({ length: threads }, () => group.addThread()));
-  const failures = started.flatMap((s) => (s.status === 'rejected' ? [s.reason as Error] : []));
+  const failures = started.flatMap((s) => (s.status === "rejected" ? [s.reason as Error] : []));
   if (failures.length > 0) {
     await group.close();
     throw failures.find((e) => e instanceof ModelLoadError) ?? failures[0];
   }
-  const first = started[0]!.status === 'fulfilled' ? started[0]!.value : undefined;
+  const first = started[0]!.status === "fulfilled" ? started[0]!.value : undefined;
   group.info = Object.freeze({
     modelId: spec.id,
-    provider: first?.provider ?? 'cpu',
-    runtime: 'onnx',
+    provider: first?.provider ?? "cpu",
+    runtime: "onnx",
     requestedProvider: requested,
     threads,
     intraOpThreads: opts.intraOpThreads,
   });
-  logger.info({ ...group.info }, 'inference threads ready');
+  logger.info({ ...group.info }, "inference threads ready");
   return group;
 }

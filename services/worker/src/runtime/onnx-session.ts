@@ -3,18 +3,18 @@
  * that the graph's inputs and output are the ones the manifest names. Used by the inference
  * thread and by the raw-throughput benchmark, so both run the same session configuration.
  */
-import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import * as ort from 'onnxruntime-node';
-import { ModelLoadError } from './errors.ts';
-import type { ModelSpec } from '@shoal/common/model-manifest';
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import * as ort from "onnxruntime-node";
+import { ModelLoadError } from "./errors.ts";
+import type { ModelSpec } from "@shoal/common/model-manifest";
 
 /** Execution provider a caller may ask for. */
-export type ExecutionProviderChoice = 'cpu' | 'cuda';
+export type ExecutionProviderChoice = "cpu" | "cuda";
 
 /** The part of a {@link ModelSpec} a session needs (plain data: it crosses to worker threads). */
-export type SessionModel = Pick<ModelSpec, 'modelPath' | 'inputNames' | 'outputName' | 'dimensions' | 'pooling'>;
+export type SessionModel = Pick<ModelSpec, "modelPath" | "inputNames" | "outputName" | "dimensions" | "pooling">;
 
 /** How to configure the session. */
 export interface SessionSettings {
@@ -45,12 +45,10 @@ export interface OpenedSession {
  * session creation attempt decides.
  */
 export function missingCudaProviderLibraries(): string[] {
-  if (process.platform !== 'linux') return [];
-  const pkg = createRequire(import.meta.url).resolve('onnxruntime-node/package.json');
-  const binDir = join(dirname(pkg), 'bin', 'napi-v6', process.platform, process.arch);
-  return ['libonnxruntime_providers_shared.so', 'libonnxruntime_providers_cuda.so']
-    .map((f) => join(binDir, f))
-    .filter((f) => !existsSync(f));
+  if (process.platform !== "linux") return [];
+  const pkg = createRequire(import.meta.url).resolve("onnxruntime-node/package.json");
+  const binDir = join(dirname(pkg), "bin", "napi-v6", process.platform, process.arch);
+  return ["libonnxruntime_providers_shared.so", "libonnxruntime_providers_cuda.so"].map((f) => join(binDir, f)).filter((f) => !existsSync(f));
 }
 
 /** Replaceable checks, for tests that mock the GPU host this machine is not. */
@@ -65,12 +63,12 @@ function baseOptions(settings: SessionSettings): ort.InferenceSession.SessionOpt
     throw new RangeError(`intraOpThreads must be an integer >= 0 (got ${settings.intraOpThreads})`);
   }
   return {
-    graphOptimizationLevel: 'all',
-    executionMode: 'sequential',
+    graphOptimizationLevel: "all",
+    executionMode: "sequential",
     intraOpNumThreads: settings.intraOpThreads,
     // One graph branch at a time: BERT encoders are a chain, extra inter-op threads only contend.
     interOpNumThreads: 1,
-    extra: { session: { intra_op: { allow_spinning: settings.allowSpinning === true ? '1' : '0' } } },
+    extra: { session: { intra_op: { allow_spinning: settings.allowSpinning === true ? "1" : "0" } } },
   };
 }
 
@@ -78,30 +76,30 @@ function baseOptions(settings: SessionSettings): ort.InferenceSession.SessionOpt
 function signatureProblems(session: ort.InferenceSession, model: SessionModel): string[] {
   const problems: string[] = [];
   const mapped = new Map<string, string>([
-    [model.inputNames.inputIds, 'onnx.inputs.inputIds'],
-    [model.inputNames.attentionMask, 'onnx.inputs.attentionMask'],
+    [model.inputNames.inputIds, "onnx.inputs.inputIds"],
+    [model.inputNames.attentionMask, "onnx.inputs.attentionMask"],
   ]);
-  if (model.inputNames.tokenTypeIds !== undefined) mapped.set(model.inputNames.tokenTypeIds, 'onnx.inputs.tokenTypeIds');
+  if (model.inputNames.tokenTypeIds !== undefined) mapped.set(model.inputNames.tokenTypeIds, "onnx.inputs.tokenTypeIds");
   for (const [name, field] of mapped) {
     if (!session.inputNames.includes(name)) {
-      problems.push(`${field}: the graph has no input "${name}" (inputs: ${session.inputNames.join(', ')})`);
+      problems.push(`${field}: the graph has no input "${name}" (inputs: ${session.inputNames.join(", ")})`);
     }
   }
   for (const meta of session.inputMetadata) {
     if (!mapped.has(meta.name)) problems.push(`onnx.inputs: graph input "${meta.name}" is not mapped by the manifest`);
-    else if (meta.isTensor && meta.type !== 'int64') problems.push(`onnx.inputs: graph input "${meta.name}" is ${meta.type}, not int64`);
+    else if (meta.isTensor && meta.type !== "int64") problems.push(`onnx.inputs: graph input "${meta.name}" is ${meta.type}, not int64`);
   }
   const out = session.outputMetadata.find((m) => m.name === model.outputName);
   if (out === undefined) {
-    problems.push(`onnx.output: the graph has no output "${model.outputName}" (outputs: ${session.outputNames.join(', ')})`);
+    problems.push(`onnx.output: the graph has no output "${model.outputName}" (outputs: ${session.outputNames.join(", ")})`);
   } else if (out.isTensor) {
-    if (out.type !== 'float32') problems.push(`onnx.output: "${model.outputName}" is ${out.type}, not float32`);
-    const rank = model.pooling === 'none' ? 2 : 3;
+    if (out.type !== "float32") problems.push(`onnx.output: "${model.outputName}" is ${out.type}, not float32`);
+    const rank = model.pooling === "none" ? 2 : 3;
     if (out.shape.length !== 0 && out.shape.length !== rank) {
       problems.push(`onnx.output: "${model.outputName}" has rank ${out.shape.length}, pooling "${model.pooling}" needs ${rank}`);
     }
     const last = out.shape[out.shape.length - 1];
-    if (typeof last === 'number' && last !== model.dimensions) {
+    if (typeof last === "number" && last !== model.dimensions) {
       problems.push(`dimensions: ${model.dimensions} does not match the graph output's last dimension ${last}`);
     }
   }
@@ -114,21 +112,17 @@ function signatureProblems(session: ort.InferenceSession, model: SessionModel): 
  * `fallbackReason` — the caller logs it once.
  * @throws ModelLoadError when the model file cannot be loaded or does not match the manifest
  */
-export async function openSession(
-  model: SessionModel,
-  settings: SessionSettings,
-  probes: SessionProbes = defaultProbes,
-): Promise<OpenedSession> {
+export async function openSession(model: SessionModel, settings: SessionSettings, probes: SessionProbes = defaultProbes): Promise<OpenedSession> {
   const options = baseOptions(settings);
   let fallbackReason: string | undefined;
   let session: ort.InferenceSession | undefined;
-  if (settings.executionProvider === 'cuda') {
+  if (settings.executionProvider === "cuda") {
     const missing = probes.missingCudaProviderLibraries();
     if (missing.length > 0) {
-      fallbackReason = `CUDA provider libraries are not installed (missing ${missing.join(', ')}; install onnxruntime-node with ONNXRUNTIME_NODE_INSTALL=cuda12 on GPU hosts)`;
+      fallbackReason = `CUDA provider libraries are not installed (missing ${missing.join(", ")}; install onnxruntime-node with ONNXRUNTIME_NODE_INSTALL=cuda12 on GPU hosts)`;
     } else {
       try {
-        session = await ort.InferenceSession.create(model.modelPath, { ...options, executionProviders: ['cuda', 'cpu'] });
+        session = await ort.InferenceSession.create(model.modelPath, { ...options, executionProviders: ["cuda", "cpu"] });
       } catch (err) {
         fallbackReason = `CUDA session creation failed (${err instanceof Error ? err.message : String(err)})`;
       }
@@ -136,7 +130,7 @@ export async function openSession(
   }
   if (session === undefined) {
     try {
-      session = await ort.InferenceSession.create(model.modelPath, { ...options, executionProviders: ['cpu'] });
+      session = await ort.InferenceSession.create(model.modelPath, { ...options, executionProviders: ["cpu"] });
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       throw new ModelLoadError(model.modelPath, [`onnx.file: ONNX Runtime cannot load it (${message})`], { cause: err });
@@ -147,5 +141,5 @@ export async function openSession(
     await session.release();
     throw new ModelLoadError(model.modelPath, problems);
   }
-  return { session, provider: fallbackReason === undefined ? settings.executionProvider : 'cpu', fallbackReason };
+  return { session, provider: fallbackReason === undefined ? settings.executionProvider : "cpu", fallbackReason };
 }

@@ -28,7 +28,7 @@ export interface PackedGroup {
  */
 export function packGroup(sequences: readonly ArrayLike<number>[], typeIds?: readonly ArrayLike<number>[]): PackedGroup {
   const batch = sequences.length;
-  if (batch === 0) throw new RangeError('a group needs at least one sequence');
+  if (batch === 0) throw new RangeError("a group needs at least one sequence");
   if (typeIds !== undefined && typeIds.length !== batch) {
     throw new RangeError(`a group of ${batch} sequences has type ids for ${typeIds.length}`);
   }

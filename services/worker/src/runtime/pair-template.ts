@@ -5,12 +5,12 @@
  * pairs (it gives RoBERTa's second segment type 1; Rust gives every RoBERTa token type 0).
  */
 
-import { isJsonObject, type JsonObject } from '@shoal/common/json';
+import { isJsonObject, type JsonObject } from "@shoal/common/json";
 
 /** One piece of a pair template: fixed special-token ids, or segment A (query) / B (document). */
 export type PairTemplatePiece =
-  | { readonly kind: 'special'; readonly ids: readonly number[]; readonly typeId: number }
-  | { readonly kind: 'segment'; readonly segment: 'A' | 'B'; readonly typeId: number };
+  | { readonly kind: "special"; readonly ids: readonly number[]; readonly typeId: number }
+  | { readonly kind: "segment"; readonly segment: "A" | "B"; readonly typeId: number };
 
 /** A tokenizer's pair template, in order. */
 export interface PairTemplate {
@@ -23,15 +23,15 @@ type Json = JsonObject;
 
 function isTypeId(v: unknown): v is number {
   // Stored per token in a Uint8Array; real vocabularies have 1 or 2 types.
-  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 255;
+  return typeof v === "number" && Number.isInteger(v) && v >= 0 && v <= 255;
 }
 
 function isTokenId(v: unknown): v is number {
-  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+  return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 }
 
 function template(pieces: PairTemplatePiece[]): PairTemplate {
-  const specialCount = pieces.reduce((n, p) => n + (p.kind === 'special' ? p.ids.length : 0), 0);
+  const specialCount = pieces.reduce((n, p) => n + (p.kind === "special" ? p.ids.length : 0), 0);
   return { pieces, specialCount };
 }
 
@@ -45,11 +45,11 @@ function fixedProcessing(p: Json, roberta: boolean): PairTemplate | string {
   const cls = tupleId(p.cls);
   const sep = tupleId(p.sep);
   if (cls === undefined || sep === undefined) return `${String(p.type)} needs "cls" and "sep" as [token, id]`;
-  const special = (id: number, typeId: number): PairTemplatePiece => ({ kind: 'special', ids: [id], typeId });
-  const segment = (s: 'A' | 'B', typeId: number): PairTemplatePiece => ({ kind: 'segment', segment: s, typeId });
+  const special = (id: number, typeId: number): PairTemplatePiece => ({ kind: "special", ids: [id], typeId });
+  const segment = (s: "A" | "B", typeId: number): PairTemplatePiece => ({ kind: "segment", segment: s, typeId });
   return roberta
-    ? template([special(cls, 0), segment('A', 0), special(sep, 0), special(sep, 0), segment('B', 0), special(sep, 0)])
-    : template([special(cls, 0), segment('A', 0), special(sep, 0), segment('B', 1), special(sep, 1)]);
+    ? template([special(cls, 0), segment("A", 0), special(sep, 0), special(sep, 0), segment("B", 0), special(sep, 0)])
+    : template([special(cls, 0), segment("A", 0), special(sep, 0), segment("B", 1), special(sep, 1)]);
 }
 
 /** `TemplateProcessing`: its `pair` list, special tokens resolved through `special_tokens`. */
@@ -62,23 +62,23 @@ function templateProcessing(p: Json): PairTemplate | string {
     const where = `TemplateProcessing pair[${i}]`;
     if (isJsonObject(item) && isJsonObject(item.SpecialToken)) {
       const { id, type_id: typeId } = item.SpecialToken;
-      const entry = typeof id === 'string' ? specials[id] : undefined;
+      const entry = typeof id === "string" ? specials[id] : undefined;
       const ids = isJsonObject(entry) ? entry.ids : undefined;
       if (!Array.isArray(ids) || ids.length === 0 || !ids.every(isTokenId)) return `${where}: special token ${JSON.stringify(id)} has no ids in special_tokens`;
       if (!isTypeId(typeId)) return `${where}: type_id must be an integer 0..255`;
-      pieces.push({ kind: 'special', ids: ids as number[], typeId });
+      pieces.push({ kind: "special", ids: ids as number[], typeId });
     } else if (isJsonObject(item) && isJsonObject(item.Sequence)) {
       const { id, type_id: typeId } = item.Sequence;
-      if (id !== 'A' && id !== 'B') return `${where}: sequence id must be "A" or "B" (got ${JSON.stringify(id)})`;
+      if (id !== "A" && id !== "B") return `${where}: sequence id must be "A" or "B" (got ${JSON.stringify(id)})`;
       if (!isTypeId(typeId)) return `${where}: type_id must be an integer 0..255`;
       if (seen.has(id)) return `${where}: sequence ${id} appears twice`;
       seen.add(id);
-      pieces.push({ kind: 'segment', segment: id, typeId });
+      pieces.push({ kind: "segment", segment: id, typeId });
     } else {
       return `${where}: expected a SpecialToken or a Sequence`;
     }
   }
-  if (!seen.has('A') || !seen.has('B')) return 'TemplateProcessing pair template must place both sequences A and B';
+  if (!seen.has("A") || !seen.has("B")) return "TemplateProcessing pair template must place both sequences A and B";
   return template(pieces);
 }
 
@@ -93,19 +93,23 @@ function templateProcessing(p: Json): PairTemplate | string {
  */
 export function readPairTemplate(postProcessor: unknown): PairTemplate | string {
   if (postProcessor === null || postProcessor === undefined) {
-    return template([{ kind: 'segment', segment: 'A', typeId: 0 }, { kind: 'segment', segment: 'B', typeId: 1 }]);
+    return template([
+      { kind: "segment", segment: "A", typeId: 0 },
+      { kind: "segment", segment: "B", typeId: 1 },
+    ]);
   }
-  if (!isJsonObject(postProcessor)) return 'post_processor must be an object or null';
+  if (!isJsonObject(postProcessor)) return "post_processor must be an object or null";
   switch (postProcessor.type) {
-    case 'TemplateProcessing':
+    case "TemplateProcessing":
       return templateProcessing(postProcessor);
-    case 'BertProcessing':
+    case "BertProcessing":
       return fixedProcessing(postProcessor, false);
-    case 'RobertaProcessing':
+    case "RobertaProcessing":
       return fixedProcessing(postProcessor, true);
-    case 'Sequence': {
-      const framing = (Array.isArray(postProcessor.processors) ? postProcessor.processors : [])
-        .filter((p: unknown) => !(isJsonObject(p) && p.type === 'ByteLevel'));
+    case "Sequence": {
+      const framing = (Array.isArray(postProcessor.processors) ? postProcessor.processors : []).filter(
+        (p: unknown) => !(isJsonObject(p) && p.type === "ByteLevel"),
+      );
       if (framing.length > 1) return `Sequence post_processor has ${framing.length} processors that add tokens; only one is supported`;
       return readPairTemplate(framing[0] ?? null);
     }

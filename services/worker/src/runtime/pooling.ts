@@ -1,5 +1,5 @@
 /** Turns a model's token vectors into one vector per sequence, as the manifest's `pooling` says. */
-import type { Pooling } from '@shoal/common/model-manifest';
+import type { Pooling } from "@shoal/common/model-manifest";
 
 /**
  * Pools one group's output into `out` starting at row `outRow`.
@@ -18,7 +18,7 @@ export function poolInto(
   pooling: Pooling,
 ): void {
   const { batch, seqLen, dims } = shape;
-  if (pooling === 'none') {
+  if (pooling === "none") {
     out.set(hidden.subarray(0, batch * dims), outRow * dims);
     return;
   }
@@ -26,7 +26,7 @@ export function poolInto(
   for (let b = 0; b < batch; b++) {
     const dst = (outRow + b) * dims;
     const src = b * seqLen * dims;
-    if (pooling === 'cls') {
+    if (pooling === "cls") {
       out.set(hidden.subarray(src, src + dims), dst);
       continue;
     }

@@ -3,12 +3,12 @@
  * beforehand. Benchmarks divide what the serving path achieves by these figures
  * (cpu-ceiling.md). The session is configured exactly as the inference threads configure theirs.
  */
-import { readFile } from 'node:fs/promises';
-import * as ort from 'onnxruntime-node';
-import type { ModelSpec } from '@shoal/common/model-manifest';
-import { openSession } from './onnx-session.ts';
-import { packGroup, type PackedGroup } from './packed-group.ts';
-import { paddingStats, planSubBatches, type SubBatchOptions } from './padding-plan.ts';
+import { readFile } from "node:fs/promises";
+import * as ort from "onnxruntime-node";
+import type { ModelSpec } from "@shoal/common/model-manifest";
+import { openSession } from "./onnx-session.ts";
+import { packGroup, type PackedGroup } from "./packed-group.ts";
+import { paddingStats, planSubBatches, type SubBatchOptions } from "./padding-plan.ts";
 
 /** Options of {@link measureRawThroughput}. */
 export interface RawThroughputOptions {
@@ -48,7 +48,7 @@ export interface RawMixedThroughput {
 
 /** Ids that exist in the model's vocabulary, so the forward pass does ordinary work. */
 async function vocabSize(spec: ModelSpec): Promise<number> {
-  const json = JSON.parse(await readFile(spec.tokenizerPath, 'utf8')) as { model?: { vocab?: object } };
+  const json = JSON.parse(await readFile(spec.tokenizerPath, "utf8")) as { model?: { vocab?: object } };
   const size = json.model?.vocab === undefined ? 0 : Object.keys(json.model.vocab).length;
   return size > 0 ? size : 100;
 }
@@ -62,11 +62,11 @@ function syntheticIds(length: number, vocab: number, salt: number): number[] {
 function feedsOf(spec: ModelSpec, g: PackedGroup): Record<string, ort.Tensor> {
   const shape = [g.batch, g.seqLen];
   const feeds: Record<string, ort.Tensor> = {
-    [spec.inputNames.inputIds]: new ort.Tensor('int64', g.inputIds, shape),
-    [spec.inputNames.attentionMask]: new ort.Tensor('int64', g.attentionMask, shape),
+    [spec.inputNames.inputIds]: new ort.Tensor("int64", g.inputIds, shape),
+    [spec.inputNames.attentionMask]: new ort.Tensor("int64", g.attentionMask, shape),
   };
   if (spec.inputNames.tokenTypeIds !== undefined) {
-    feeds[spec.inputNames.tokenTypeIds] = new ort.Tensor('int64', new BigInt64Array(g.inputIds.length), shape);
+    feeds[spec.inputNames.tokenTypeIds] = new ort.Tensor("int64", new BigInt64Array(g.inputIds.length), shape);
   }
   return feeds;
 }
@@ -89,7 +89,12 @@ async function timedRuns(session: ort.InferenceSession, spec: ModelSpec, feeds: 
  * Times each of `runs` `session.run()` calls on a full batch × seqLen input (after one untimed
  * warm-up) in an open session: per-call samples, for fits that must see past a noisy neighbour.
  */
-export async function sampleRunTimes(session: ort.InferenceSession, spec: ModelSpec, shape: { batch: number; seqLen: number }, runs: number): Promise<number[]> {
+export async function sampleRunTimes(
+  session: ort.InferenceSession,
+  spec: ModelSpec,
+  shape: { batch: number; seqLen: number },
+  runs: number,
+): Promise<number[]> {
   const vocab = await vocabSize(spec);
   const seqs = Array.from({ length: shape.batch }, (_, b) => syntheticIds(shape.seqLen, vocab, b));
   const feeds = feedsOf(spec, packGroup(seqs));
@@ -108,7 +113,7 @@ export async function sampleRunTimes(session: ort.InferenceSession, spec: ModelS
 export async function measureRawThroughput(spec: ModelSpec, opts: RawThroughputOptions): Promise<RawThroughput> {
   const vocab = await vocabSize(spec);
   const seqs = Array.from({ length: opts.batch }, (_, b) => syntheticIds(opts.seqLen, vocab, b));
-  const { session } = await openSession(spec, { intraOpThreads: opts.intraOpThreads, executionProvider: 'cpu', allowSpinning: true }); // ORT's own default: the ceiling
+  const { session } = await openSession(spec, { intraOpThreads: opts.intraOpThreads, executionProvider: "cpu", allowSpinning: true }); // ORT's own default: the ceiling
   try {
     const ms = await timedRuns(session, spec, [feedsOf(spec, packGroup(seqs))], opts.iterations);
     return {
@@ -139,7 +144,7 @@ export async function measureRawMixed(spec: ModelSpec, lengthsBatches: readonly 
       feeds.push(feedsOf(spec, packGroup(group.map((i) => syntheticIds(lengths[i]!, vocab, bi * 1000 + i)))));
     }
   }
-  const { session } = await openSession(spec, { intraOpThreads: opts.intraOpThreads, executionProvider: 'cpu', allowSpinning: true }); // ORT's own default: the ceiling
+  const { session } = await openSession(spec, { intraOpThreads: opts.intraOpThreads, executionProvider: "cpu", allowSpinning: true }); // ORT's own default: the ceiling
   try {
     const ms = await timedRuns(session, spec, feeds, opts.iterations);
     const seconds = ms / 1000;

@@ -2,13 +2,13 @@
  * Compute bounded before compute (#19 part 1): long texts are tokenized from a bounded prefix,
  * and that prefix gives exactly the ids of tokenizing the whole text.
  */
-import assert from 'node:assert/strict';
-import { before, describe, it } from 'node:test';
-import { readModelDir, type ModelSpec } from '@shoal/common/model-manifest';
-import { readFile } from 'node:fs/promises';
-import { Tokenizer } from '@huggingface/tokenizers';
-import { createTextTokenizer, spaceAstralCjk } from './text-tokenizer.ts';
-import { generatedModelDir } from './test-models.ts';
+import assert from "node:assert/strict";
+import { before, describe, it } from "node:test";
+import { readModelDir, type ModelSpec } from "@shoal/common/model-manifest";
+import { readFile } from "node:fs/promises";
+import { Tokenizer } from "@huggingface/tokenizers";
+import { createTextTokenizer, spaceAstralCjk } from "./text-tokenizer.ts";
+import { generatedModelDir } from "./test-models.ts";
 
 /** Deterministic PRNG (mulberry32) so a failure replays. */
 function rng(seed: number): () => number {
@@ -22,35 +22,36 @@ function rng(seed: number): () => number {
   };
 }
 
-const PIECES = ['the', 'model', 'quick', 'a', 'x', 'über', 'naïve', '中文', '😀', '\u{20000}', 'zzqqxx', 'Hello', '42', 'don\'t'];
-const PUNCT = ['.', ',', '!', '?', '-', '(', ')', '"', '...', '!!!!', '#', '@', '\u3002'];
+const PIECES = ["the", "model", "quick", "a", "x", "über", "naïve", "中文", "😀", "\u{20000}", "zzqqxx", "Hello", "42", "don't"];
+const PUNCT = [".", ",", "!", "?", "-", "(", ")", '"', "...", "!!!!", "#", "@", "\u3002"];
 
 /** A hostile-ish random text of about `chars` characters: words, punctuation runs, long words, no-space stretches. */
 function randomText(next: () => number, chars: number): string {
-  let out = '';
+  let out = "";
   while (out.length < chars) {
     const r = next();
     if (r < 0.45) out += PIECES[Math.floor(next() * PIECES.length)];
     else if (r < 0.7) out += PUNCT[Math.floor(next() * PUNCT.length)];
-    else if (r < 0.85) out += ' ';
-    else if (r < 0.9) out += '\n\t ';
-    else if (r < 0.95) out += 'abcdéfghij'.repeat(1 + Math.floor(next() * 40)); // up to 400 chars: past WordPiece's 100-char [UNK] rule
-    else out += 'é'.repeat(1 + Math.floor(next() * 8));
+    else if (r < 0.85) out += " ";
+    else if (r < 0.9) out += "\n\t ";
+    else if (r < 0.95)
+      out += "abcdéfghij".repeat(1 + Math.floor(next() * 40)); // up to 400 chars: past WordPiece's 100-char [UNK] rule
+    else out += "é".repeat(1 + Math.floor(next() * 8));
   }
   return out;
 }
 
-describe('bounded tokenizing gives the ids of the whole text (property, 300 seeded texts per limit)', () => {
+describe("bounded tokenizing gives the ids of the whole text (property, 300 seeded texts per limit)", () => {
   let spec: ModelSpec;
   let rerankSpec: ModelSpec;
   /** The library itself on the whole text: the reference (no prefix, no shortened runs). */
   let whole: (text: string) => number[];
   let wholeBare: (text: string) => number[];
   before(async () => {
-    spec = await readModelDir(await generatedModelDir('tiny'));
-    rerankSpec = await readModelDir(await generatedModelDir('tiny-rerank'));
-    const library = new Tokenizer(JSON.parse(await readFile(spec.tokenizerPath, 'utf8')), {});
-    const pairLibrary = new Tokenizer(JSON.parse(await readFile(rerankSpec.tokenizerPath, 'utf8')), {});
+    spec = await readModelDir(await generatedModelDir("tiny"));
+    rerankSpec = await readModelDir(await generatedModelDir("tiny-rerank"));
+    const library = new Tokenizer(JSON.parse(await readFile(spec.tokenizerPath, "utf8")), {});
+    const pairLibrary = new Tokenizer(JSON.parse(await readFile(rerankSpec.tokenizerPath, "utf8")), {});
     whole = (text) => library.encode(spaceAstralCjk(text)).ids as number[];
     wholeBare = (text) => pairLibrary.encode(spaceAstralCjk(text), { add_special_tokens: false }).ids as number[];
   });
@@ -86,9 +87,9 @@ describe('bounded tokenizing gives the ids of the whole text (property, 300 seed
     });
   }
 
-  it('a 32K-character query without spaces against 256 documents is tokenized in milliseconds, not seconds', async () => {
+  it("a 32K-character query without spaces against 256 documents is tokenized in milliseconds, not seconds", async () => {
     const tok = await createTextTokenizer(rerankSpec);
-    for (const query of ['!'.repeat(32_768), '.a'.repeat(16_384), '中'.repeat(32_768), 'a'.repeat(32_768)]) {
+    for (const query of ["!".repeat(32_768), ".a".repeat(16_384), "中".repeat(32_768), "a".repeat(32_768)]) {
       const docs = Array.from({ length: 256 }, () => query);
       const started = performance.now();
       let longestMs = 0;

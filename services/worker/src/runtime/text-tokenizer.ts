@@ -4,11 +4,11 @@
  * (query, document) pairs for cross-encoders, framed by the tokenizer's pair template and cut
  * `longest_first` as Hugging Face's fast tokenizers do.
  */
-import { readFile } from 'node:fs/promises';
-import { Tokenizer } from '@huggingface/tokenizers';
-import { InputTooLongError, ModelLoadError } from './errors.ts';
-import type { ModelSpec } from '@shoal/common/model-manifest';
-import { longestFirstLengths, readPairTemplate, type PairTemplate } from './pair-template.ts';
+import { readFile } from "node:fs/promises";
+import { Tokenizer } from "@huggingface/tokenizers";
+import { InputTooLongError, ModelLoadError } from "./errors.ts";
+import type { ModelSpec } from "@shoal/common/model-manifest";
+import { longestFirstLengths, readPairTemplate, type PairTemplate } from "./pair-template.ts";
 
 /** Result of {@link TextTokenizer.encode}. */
 export interface EncodedText {
@@ -75,22 +75,20 @@ const MAYBE_ASTRAL_CJK = /[\uD840-\uD87E]/;
 
 /** Pads astral CJK ideographs with spaces, as the Rust BertNormalizer does. Exported for tests. */
 export function spaceAstralCjk(text: string): string {
-  return MAYBE_ASTRAL_CJK.test(text) ? text.replace(ASTRAL_CJK, ' $1 ') : text;
+  return MAYBE_ASTRAL_CJK.test(text) ? text.replace(ASTRAL_CJK, " $1 ") : text;
 }
 
 /** Whether the tokenizer.json normalizer (possibly inside a Sequence) is BERT's with CJK handling. */
 function handlesChineseChars(normalizer: unknown): boolean {
-  if (typeof normalizer !== 'object' || normalizer === null) return false;
+  if (typeof normalizer !== "object" || normalizer === null) return false;
   const n = normalizer as { type?: unknown; handle_chinese_chars?: unknown; normalizers?: unknown };
-  if (n.type === 'BertNormalizer') return n.handle_chinese_chars !== false;
-  if (n.type === 'Sequence' && Array.isArray(n.normalizers)) return n.normalizers.some(handlesChineseChars);
+  if (n.type === "BertNormalizer") return n.handle_chinese_chars !== false;
+  if (n.type === "Sequence" && Array.isArray(n.normalizers)) return n.normalizers.some(handlesChineseChars);
   return false;
 }
 
-const BMP_CJK_CODE = (c: number): boolean =>
-  (c >= 0x4e00 && c <= 0x9fff) || (c >= 0x3400 && c <= 0x4dbf) || (c >= 0xf900 && c <= 0xfaff);
-const WHITESPACE_CODE = (c: number): boolean =>
-  c === 0x20 || (c >= 0x09 && c <= 0x0d) || c === 0xa0 || c === 0x3000 || (c >= 0x2000 && c <= 0x200a);
+const BMP_CJK_CODE = (c: number): boolean => (c >= 0x4e00 && c <= 0x9fff) || (c >= 0x3400 && c <= 0x4dbf) || (c >= 0xf900 && c <= 0xfaff);
+const WHITESPACE_CODE = (c: number): boolean => c === 0x20 || (c >= 0x09 && c <= 0x0d) || c === 0xa0 || c === 0x3000 || (c >= 0x2000 && c <= 0x200a);
 
 /** ASCII punctuation, which BertPreTokenizer always splits into a word of its own. */
 const ASCII_PUNCT_CODE = (c: number): boolean => (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
@@ -112,26 +110,26 @@ export function boundaryPrefix(text: string, maxChars: number, splitsPunctuation
 
 /** Whether the tokenizer.json pre-tokenizer (possibly inside a Sequence) is BERT's, which splits off every punctuation character. */
 function splitsPunctuation(preTokenizer: unknown): boolean {
-  if (typeof preTokenizer !== 'object' || preTokenizer === null) return false;
+  if (typeof preTokenizer !== "object" || preTokenizer === null) return false;
   const p = preTokenizer as { type?: unknown; pretokenizers?: unknown };
-  if (p.type === 'BertPreTokenizer') return true;
-  if (p.type === 'Sequence' && Array.isArray(p.pretokenizers)) return p.pretokenizers.some(splitsPunctuation);
+  if (p.type === "BertPreTokenizer") return true;
+  if (p.type === "Sequence" && Array.isArray(p.pretokenizers)) return p.pretokenizers.some(splitsPunctuation);
   return false;
 }
 
 /** max_input_chars_per_word of a WordPiece model (default 100); undefined when not WordPiece. */
 function wordPieceMaxChars(model: unknown): number | undefined {
   const m = model as { type?: unknown; max_input_chars_per_word?: unknown } | null;
-  if (m === null || typeof m !== 'object' || m.type !== 'WordPiece') return undefined;
-  return typeof m.max_input_chars_per_word === 'number' && Number.isInteger(m.max_input_chars_per_word) ? m.max_input_chars_per_word : 100;
+  if (m === null || typeof m !== "object" || m.type !== "WordPiece") return undefined;
+  return typeof m.max_input_chars_per_word === "number" && Number.isInteger(m.max_input_chars_per_word) ? m.max_input_chars_per_word : 100;
 }
 
 /** Characters of the longest piece of a WordPiece vocabulary (without its `##`); 0 when not WordPiece. */
 function longestPieceChars(model: unknown): number {
   const m = model as { type?: unknown; vocab?: unknown } | null;
-  if (m === null || typeof m !== 'object' || m.type !== 'WordPiece' || typeof m.vocab !== 'object' || m.vocab === null) return 0;
+  if (m === null || typeof m !== "object" || m.type !== "WordPiece" || typeof m.vocab !== "object" || m.vocab === null) return 0;
   let longest = 0;
-  for (const piece of Object.keys(m.vocab)) longest = Math.max(longest, piece.startsWith('##') ? piece.length - 2 : piece.length);
+  for (const piece of Object.keys(m.vocab)) longest = Math.max(longest, piece.startsWith("##") ? piece.length - 2 : piece.length);
   return longest;
 }
 
@@ -145,7 +143,7 @@ export async function createTextTokenizer(spec: ModelSpec): Promise<TextTokenize
   let json: { normalizer?: unknown; pre_tokenizer?: unknown; post_processor?: unknown; model?: unknown };
   let tokenizer: Tokenizer;
   try {
-    json = JSON.parse(await readFile(path, 'utf8')) as typeof json;
+    json = JSON.parse(await readFile(path, "utf8")) as typeof json;
     tokenizer = new Tokenizer(json, {});
   } catch (err) {
     throw new ModelLoadError(path, [`tokenizer: cannot be loaded (${(err as Error).message})`], { cause: err });
@@ -155,29 +153,28 @@ export async function createTextTokenizer(spec: ModelSpec): Promise<TextTokenize
 
   // Find where the template puts the text by encoding a probe with and without special tokens.
   // The package's declarations lose `Encoding` under NodeNext resolution: restate the type.
-  const bare: number[] = tokenizer.encode('a', { add_special_tokens: false }).ids;
-  const framed: number[] = tokenizer.encode('a', { add_special_tokens: true }).ids;
+  const bare: number[] = tokenizer.encode("a", { add_special_tokens: false }).ids;
+  const framed: number[] = tokenizer.encode("a", { add_special_tokens: true }).ids;
   const at = framed.findIndex((_, i) => bare.every((id, j) => framed[i + j] === id));
   if (bare.length === 0 || at < 0) {
-    throw new ModelLoadError(path, ['tokenizer: cannot locate the text inside its special-token template']);
+    throw new ModelLoadError(path, ["tokenizer: cannot locate the text inside its special-token template"]);
   }
   const specialPrefix = at;
   const specialSuffix = framed.length - at - bare.length;
   const limit = spec.maxSequenceLength;
   if (limit <= specialPrefix + specialSuffix) {
-    throw new ModelLoadError(path, [
-      `maxSequenceLength: ${limit} leaves no room for text after ${specialPrefix + specialSuffix} special tokens`,
-    ]);
+    throw new ModelLoadError(path, [`maxSequenceLength: ${limit} leaves no room for text after ${specialPrefix + specialSuffix} special tokens`]);
   }
   // Pairs: read from the JSON rather than asked of the library, whose pair encoding differs from
   // the Rust reference for RoBERTa (see pair-template.ts). Only a reranker must have one.
   const pairTemplate = readPairTemplate(json.post_processor);
-  const pairProblem = typeof pairTemplate === 'string'
-    ? `tokenizer: ${pairTemplate}`
-    : limit - pairTemplate.specialCount < 2
-      ? `maxSequenceLength: ${limit} leaves less than one token each for query and document after ${pairTemplate.specialCount} special tokens`
-      : undefined;
-  if (pairProblem !== undefined && spec.task === 'rerank') throw new ModelLoadError(path, [pairProblem]);
+  const pairProblem =
+    typeof pairTemplate === "string"
+      ? `tokenizer: ${pairTemplate}`
+      : limit - pairTemplate.specialCount < 2
+        ? `maxSequenceLength: ${limit} leaves less than one token each for query and document after ${pairTemplate.specialCount} special tokens`
+        : undefined;
+  if (pairProblem !== undefined && spec.task === "rerank") throw new ModelLoadError(path, [pairProblem]);
 
   // Compute bounded before compute: a long text is encoded from a prefix that ends on a word
   // boundary. A WordPiece token covers at most the vocabulary's longest piece's characters (an
@@ -192,7 +189,7 @@ export async function createTextTokenizer(spec: ModelSpec): Promise<TextTokenize
   // of letters and digits (which normalisation never shortens) longer than that are cut to one
   // character more, so a 32K-character "word" costs what a 101-character one does.
   const unkChars = wordPieceMaxChars(json.model);
-  const longRun = unkChars === undefined ? undefined : new RegExp(`[A-Za-z0-9\\u00C0-\\u024F\\u0400-\\u04FF]{${unkChars + 2},}`, 'g');
+  const longRun = unkChars === undefined ? undefined : new RegExp(`[A-Za-z0-9\\u00C0-\\u024F\\u0400-\\u04FF]{${unkChars + 2},}`, "g");
   const shorten = (text: string): string => (longRun === undefined ? text : text.replace(longRun, (run) => run.slice(0, unkChars! + 1)));
   /**
    * The ids of a boundary prefix of `text` when they already number more than `cap` (then they
@@ -262,8 +259,8 @@ export async function createTextTokenizer(spec: ModelSpec): Promise<TextTokenize
     const typeIds = new Uint8Array(tokenCount);
     let at = 0;
     for (const piece of template.pieces) {
-      const src = piece.kind === 'special' ? piece.ids : piece.segment === 'A' ? a.ids : b.ids;
-      const n = piece.kind === 'special' ? src.length : piece.segment === 'A' ? na : nb;
+      const src = piece.kind === "special" ? piece.ids : piece.segment === "A" ? a.ids : b.ids;
+      const n = piece.kind === "special" ? src.length : piece.segment === "A" ? na : nb;
       for (let i = 0; i < n; i++) ids[at + i] = src[i]!;
       typeIds.fill(piece.typeId, at, at + n);
       at += n;
@@ -294,7 +291,7 @@ export async function createTextTokenizer(spec: ModelSpec): Promise<TextTokenize
       return { ids: truncateIds(ids), tokenCount: limit, truncated: true };
     },
     encodePair(query: string, document: string, opts: EncodeOptions): EncodedPair {
-      if (typeof pairTemplate === 'string' || pairProblem !== undefined) {
+      if (typeof pairTemplate === "string" || pairProblem !== undefined) {
         throw new Error(`cannot encode pairs with ${path}: ${pairProblem ?? pairTemplate}`);
       }
       return encodePair(pairTemplate, query, document, opts);

@@ -4,7 +4,13 @@ import { planCalls } from "./call-plan.ts";
 
 test("small groups share a call while they fit the cap", () => {
   const tokens = [10, 10, 20, 20, 30];
-  assert.deepEqual(planCalls([[0, 1], [2, 3], [4]], tokens, 80), [[[0, 1], [2, 3]], [[4]]]);
+  assert.deepEqual(planCalls([[0, 1], [2, 3], [4]], tokens, 80), [
+    [
+      [0, 1],
+      [2, 3],
+    ],
+    [[4]],
+  ]);
   assert.deepEqual(planCalls([[0, 1], [2, 3], [4]], tokens, 90), [[[0, 1], [2, 3], [4]]]);
 });
 

@@ -65,14 +65,23 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
           profile: simProfile(config.runtime.profile),
           dilation: config.runtime.dilation,
           // Benchmarks (bench:intake) rebuild each device's busy intervals from these lines.
-          ...(config.runtime.logCalls ? { onRun: (startUnixMs: number, ms: number) => log.info({ startUnixMs, ms: Math.round(ms * 100) / 100 }, "simulated run") } : {}),
+          ...(config.runtime.logCalls
+            ? { onRun: (startUnixMs: number, ms: number) => log.info({ startUnixMs, ms: Math.round(ms * 100) / 100 }, "simulated run") }
+            : {}),
         })
       : undefined;
   metrics.runtimeInfo.set({ runtime: config.runtimeLabel }, 1);
   if (device !== undefined) {
     metrics.simulatedLag.watch(() => device.lag());
     log.warn(
-      { runtime: device.label, dilation: device.dilation, source: device.profile.source, aMs: device.profile.aMs, bMsPerToken: device.profile.bMsPerToken, cMsPerToken2: device.profile.cMsPerToken2 },
+      {
+        runtime: device.label,
+        dilation: device.dilation,
+        source: device.profile.source,
+        aMs: device.profile.aMs,
+        bMsPerToken: device.profile.bMsPerToken,
+        cMsPerToken2: device.profile.cMsPerToken2,
+      },
       "SIMULATED accelerator runtime: models are not computed, answers are synthetic, timings come from the profile",
     );
   }

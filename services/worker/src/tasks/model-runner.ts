@@ -87,7 +87,14 @@ export class ModelRunner {
         (prepared) => this.accept(envelope, trace, onFinish, schedule, prepared, started),
         (err: unknown) => {
           this.logger.error({ err, model: this.spec.id, jobId: envelope.jobId }, "tokenizing a job failed");
-          this.accept(envelope, trace, onFinish, schedule, { ok: false, problem: `inputs could not be tokenized: ${(err as Error).message}`, encoded: [] }, started);
+          this.accept(
+            envelope,
+            trace,
+            onFinish,
+            schedule,
+            { ok: false, problem: `inputs could not be tokenized: ${(err as Error).message}`, encoded: [] },
+            started,
+          );
         },
       )
       .finally(() => {
@@ -96,9 +103,20 @@ export class ModelRunner {
       });
   }
 
-  private accept(envelope: JobEnvelope, trace: JobTrace, onFinish: (result: JobResult) => void, schedule: JobSchedule, prepared: PreparedInputs, started: number): void {
+  private accept(
+    envelope: JobEnvelope,
+    trace: JobTrace,
+    onFinish: (result: JobResult) => void,
+    schedule: JobSchedule,
+    prepared: PreparedInputs,
+    started: number,
+  ): void {
     const ended = performance.now();
-    trace.tokenized(started, ended, prepared.encoded.reduce((n, e) => n + e.tokenCount, 0));
+    trace.tokenized(
+      started,
+      ended,
+      prepared.encoded.reduce((n, e) => n + e.tokenCount, 0),
+    );
     if (!prepared.ok) {
       const job = new TaskJob(envelope, [], this.spec.dimensions, ended - started, schedule, trace, () => ({ case: "embed", value: {} }), onFinish);
       const err = new InvalidJobInputError(prepared.problem);
@@ -143,7 +161,13 @@ export class ModelRunner {
     const batchSpan = startBatchSpan(
       jobs.map((j) => j.trace),
       startedAtMs,
-      { [Attr.MODEL]: this.spec.id, [Attr.BATCH_ITEMS]: items.length, [Attr.BATCH_JOBS]: jobs.length, [Attr.BATCH_TOKENS]: usefulTokens, [Attr.BATCH_CLOSE_REASON]: reason },
+      {
+        [Attr.MODEL]: this.spec.id,
+        [Attr.BATCH_ITEMS]: items.length,
+        [Attr.BATCH_JOBS]: jobs.length,
+        [Attr.BATCH_TOKENS]: usefulTokens,
+        [Attr.BATCH_CLOSE_REASON]: reason,
+      },
     );
     // Interactive texts run (and their jobs finish) before the batch lane's share of the batch.
     // A job on a retry (its first run failed) runs alone: if it is poison, it fails by itself.
@@ -200,7 +224,11 @@ export class ModelRunner {
           );
     const lane = items.every((i) => i.lane === "interactive") ? "interactive" : "batch";
     const cap = lane === "batch" ? (this.opts.batchLaneCallTokens ?? Number.POSITIVE_INFINITY) : Number.POSITIVE_INFINITY;
-    const calls = planCalls(groups, items.map((i) => i.tokens), cap);
+    const calls = planCalls(
+      groups,
+      items.map((i) => i.tokens),
+      cap,
+    );
     const dims = this.spec.dimensions;
     let paddedTokens = 0;
     let inferenceMs = 0;

@@ -42,7 +42,10 @@ describe("prepareInputs / prepareSteps (real generated tokenizers)", () => {
       stepped.prepared.encoded.map((e) => [...e.ids]),
       direct.encoded.map((e) => [...e.ids]),
     );
-    assert.deepEqual(stepped.prepared.encoded.map((e) => e.tokenCount), direct.encoded.map((e) => e.tokenCount));
+    assert.deepEqual(
+      stepped.prepared.encoded.map((e) => e.tokenCount),
+      direct.encoded.map((e) => e.tokenCount),
+    );
     assert.ok(direct.encoded[1]!.tokenCount > direct.encoded[2]!.tokenCount);
   });
 

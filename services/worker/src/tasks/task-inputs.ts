@@ -60,7 +60,8 @@ export function checkInputLimits(field: string, texts: readonly string[], limits
     if (text.length > limits.maxInputChars) return `${field}[${i}]: ${text.length} characters exceed the limit of ${limits.maxInputChars} characters per input`;
     units += text.length;
   }
-  if (extra !== undefined && extra.length > limits.maxInputChars) return `query: ${extra.length} characters exceed the limit of ${limits.maxInputChars} characters per input`;
+  if (extra !== undefined && extra.length > limits.maxInputChars)
+    return `query: ${extra.length} characters exceed the limit of ${limits.maxInputChars} characters per input`;
   if (units * 3 > limits.maxRequestBytes) {
     let bytes = extra === undefined ? 0 : Buffer.byteLength(extra);
     for (const text of texts) bytes += Buffer.byteLength(text);
@@ -120,8 +121,7 @@ export function* prepareSteps(
       const empty = inputs.findIndex((t) => t.trim() === "");
       problem = checkInputLimits("inputs", inputs, limits);
       if (problem !== undefined) return { ok: false, problem, encoded };
-      problem =
-        empty >= 0 ? `inputs[${empty}]: empty text` : yield* encodeAll(inputs.length, "inputs", (i) => tokenizer.encode(inputs[i]!, { truncate }));
+      problem = empty >= 0 ? `inputs[${empty}]: empty text` : yield* encodeAll(inputs.length, "inputs", (i) => tokenizer.encode(inputs[i]!, { truncate }));
       if (problem !== undefined) return { ok: false, problem, encoded };
       const shape = task.case === "embed" ? embedShaper(spec.dimensions, task.value.normalize) : scoresShaper(spec);
       return { ok: true, encoded, shape };

@@ -48,7 +48,16 @@ describe("tokenizing hostile jobs through the cooperative queue", () => {
       const queries = ["!".repeat(32_768), "a".repeat(32_768), "中".repeat(32_768), "ab,".repeat(10_922)];
       const results = await Promise.all(
         queries.map((query) =>
-          queue.run(() => timed(prepareSteps(reranker.spec, reranker.tok, envelope({ case: "rerank", value: { query, documents: Array.from({ length: 256 }, (_, i) => `document ${i} about fish`), truncate: true } }), LIMITS))),
+          queue.run(() =>
+            timed(
+              prepareSteps(
+                reranker.spec,
+                reranker.tok,
+                envelope({ case: "rerank", value: { query, documents: Array.from({ length: 256 }, (_, i) => `document ${i} about fish`), truncate: true } }),
+                LIMITS,
+              ),
+            ),
+          ),
         ),
       );
       const elapsedMs = performance.now() - started;
@@ -57,7 +66,9 @@ describe("tokenizing hostile jobs through the cooperative queue", () => {
       for (const r of results) assert.ok(r.ok && r.encoded.length === 256 && r.encoded.every((e) => e.tokenCount <= reranker.spec.maxSequenceLength));
       const m = { elapsedMs, p99Ms: lag.percentile(99) / 1e6, maxMs: lag.max / 1e6, ticks, longestStepMs };
       runs.push(m);
-      console.log(`# huge rerank ×4 (run ${run + 1}): ${elapsedMs.toFixed(0)} ms in all; event-loop delay p99 ${m.p99Ms.toFixed(1)} ms, max ${m.maxMs.toFixed(1)} ms; heartbeat ticks ${ticks}; longest tokenizing step ${longestStepMs.toFixed(1)} ms`);
+      console.log(
+        `# huge rerank ×4 (run ${run + 1}): ${elapsedMs.toFixed(0)} ms in all; event-loop delay p99 ${m.p99Ms.toFixed(1)} ms, max ${m.maxMs.toFixed(1)} ms; heartbeat ticks ${ticks}; longest tokenizing step ${longestStepMs.toFixed(1)} ms`,
+      );
     }
     const best = runs.reduce((a, b) => (b.p99Ms < a.p99Ms ? b : a));
     assert.ok(best.elapsedMs < 3_000, `${best.elapsedMs} ms`);
@@ -93,10 +104,22 @@ describe("tokenizing hostile jobs through the cooperative queue", () => {
       assert.equal(step.done, true, "answered without a single tokenizing step");
       return (step.value as { ok: false; problem: string }).problem;
     };
-    assert.match(over({ case: "rerank", value: { query: "q", documents: Array(257).fill("d"), truncate: true } }), /^documents: 257 texts exceed the limit of 256 per request$/);
-    assert.match(over({ case: "rerank", value: { query: "q".repeat(32_769), documents: ["d"], truncate: true } }), /^query: 32769 characters exceed the limit of 32768/);
-    assert.match(over({ case: "rerank", value: { query: "q", documents: ["d", "x".repeat(40_000)], truncate: true } }), /^documents\[1\]: 40000 characters exceed/);
-    assert.equal(checkInputLimits("inputs", Array(256).fill("é".repeat(32_768)), LIMITS), "inputs: 16777216 bytes of text exceed the limit of 8388608 bytes per request");
+    assert.match(
+      over({ case: "rerank", value: { query: "q", documents: Array(257).fill("d"), truncate: true } }),
+      /^documents: 257 texts exceed the limit of 256 per request$/,
+    );
+    assert.match(
+      over({ case: "rerank", value: { query: "q".repeat(32_769), documents: ["d"], truncate: true } }),
+      /^query: 32769 characters exceed the limit of 32768/,
+    );
+    assert.match(
+      over({ case: "rerank", value: { query: "q", documents: ["d", "x".repeat(40_000)], truncate: true } }),
+      /^documents\[1\]: 40000 characters exceed/,
+    );
+    assert.equal(
+      checkInputLimits("inputs", Array(256).fill("é".repeat(32_768)), LIMITS),
+      "inputs: 16777216 bytes of text exceed the limit of 8388608 bytes per request",
+    );
     assert.equal(checkInputLimits("inputs", ["fine"], LIMITS), undefined);
   });
 });

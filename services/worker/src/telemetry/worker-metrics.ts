@@ -76,7 +76,13 @@ export function createWorkerMetrics(inFlight: () => number): WorkerMetrics {
     jobs: new Counter({ name: "shoal_worker_jobs_total", help: "Jobs answered, by model and status", labelNames: ["model", "status"], registers }),
     recordsRejected: new Counter({ name: "shoal_worker_records_rejected_total", help: "Undecodable job records skipped", registers }),
     batches: new Counter({ name: "shoal_worker_batches_total", help: "Batches run, by close reason", labelNames: ["model", "reason"], registers }),
-    batchItems: new Histogram({ name: "shoal_worker_batch_items", help: "Texts per batch", labelNames: ["model"], buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256], registers }),
+    batchItems: new Histogram({
+      name: "shoal_worker_batch_items",
+      help: "Texts per batch",
+      labelNames: ["model"],
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+      registers,
+    }),
     batchTokens: new Histogram({
       name: "shoal_worker_batch_tokens",
       help: "Useful (unpadded) tokens per batch",
@@ -84,8 +90,20 @@ export function createWorkerMetrics(inFlight: () => number): WorkerMetrics {
       buckets: [16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384],
       registers,
     }),
-    batchPadding: new Histogram({ name: "shoal_worker_batch_padding_fraction", help: "Padded share of the tokens computed per batch", labelNames: ["model"], buckets: ratio, registers }),
-    batchFill: new Histogram({ name: "shoal_worker_batch_fill_ratio", help: "Useful tokens per batch / token budget", labelNames: ["model"], buckets: ratio, registers }),
+    batchPadding: new Histogram({
+      name: "shoal_worker_batch_padding_fraction",
+      help: "Padded share of the tokens computed per batch",
+      labelNames: ["model"],
+      buckets: ratio,
+      registers,
+    }),
+    batchFill: new Histogram({
+      name: "shoal_worker_batch_fill_ratio",
+      help: "Useful tokens per batch / token budget",
+      labelNames: ["model"],
+      buckets: ratio,
+      registers,
+    }),
     inferenceSeconds: new Histogram({
       name: "shoal_worker_inference_seconds",
       help: "session.run time per batch",
@@ -101,11 +119,21 @@ export function createWorkerMetrics(inFlight: () => number): WorkerMetrics {
       registers,
     }),
     itemsComputed: new Counter({ name: "shoal_worker_items_computed_total", help: "Texts run through the model", labelNames: ["model"], registers }),
-    consumerLag: new Gauge({ name: "shoal_worker_consumer_lag", help: "Records behind the high watermark at the last fetch", labelNames: ["topic", "partition"], registers }),
+    consumerLag: new Gauge({
+      name: "shoal_worker_consumer_lag",
+      help: "Records behind the high watermark at the last fetch",
+      labelNames: ["topic", "partition"],
+      registers,
+    }),
     modelsResident: new Gauge({ name: "shoal_worker_models_resident", help: "Models loaded on this worker", registers }),
     modelLoads: new Counter({ name: "shoal_worker_model_loads_total", help: "Model loads", labelNames: ["model"], registers }),
     coldStartSeconds: new Gauge({ name: "shoal_worker_model_cold_start_seconds", help: "Time of the last load of a model", labelNames: ["model"], registers }),
-    modelEvictions: new Counter({ name: "shoal_worker_model_evictions_total", help: "Models unloaded to make room under the memory budget", labelNames: ["model"], registers }),
+    modelEvictions: new Counter({
+      name: "shoal_worker_model_evictions_total",
+      help: "Models unloaded to make room under the memory budget",
+      labelNames: ["model"],
+      registers,
+    }),
     modelLoadFailures: new Counter({ name: "shoal_worker_model_load_failures_total", help: "Model loads that failed", labelNames: ["model"], registers }),
     residencyThrash: new Counter({
       name: "shoal_worker_residency_thrash_total",
@@ -123,7 +151,12 @@ export function createWorkerMetrics(inFlight: () => number): WorkerMetrics {
       labelNames: ["reason"],
       registers,
     }),
-    runtimeInfo: new Gauge({ name: "shoal_worker_runtime_info", help: "What runs the models: cpu, cuda or simulated:<profile>", labelNames: ["runtime"], registers }),
+    runtimeInfo: new Gauge({
+      name: "shoal_worker_runtime_info",
+      help: "What runs the models: cpu, cuda or simulated:<profile>",
+      labelNames: ["runtime"],
+      registers,
+    }),
     simulatedLag: {
       watch(source) {
         lagSource = source;

@@ -4,7 +4,7 @@
  * (batch 1 × 16 tokens to 32 × 256), and unweighted squares would let the largest calls decide
  * `a` alone, leaving small calls — the latency-critical ones — badly predicted.
  */
-import type { CallCost } from './profile.ts';
+import type { CallCost } from "./profile.ts";
 
 /** One timed call shape. */
 export interface CostPoint {
@@ -70,7 +70,7 @@ function weightedError(points: readonly CostPoint[], coef: readonly number[]): n
  * @throws RangeError with fewer than one point or a point whose ms is not positive
  */
 export function fitCallCost(points: readonly CostPoint[]): CostFit {
-  if (points.length === 0) throw new RangeError('no points to fit');
+  if (points.length === 0) throw new RangeError("no points to fit");
   for (const p of points) if (!(p.ms > 0 && p.batch > 0 && p.seqLen > 0)) throw new RangeError(`bad point ${JSON.stringify(p)}`);
   let best: number[] = [0, 0, 0];
   let bestErr = weightedError(points, best);

@@ -5,7 +5,7 @@
  * jitter, which the device measures (how late each timer fired) so a benchmark can refuse a run
  * whose event-loop lag was not small against its service times.
  */
-import { callCostMs, type SimProfile } from './profile.ts';
+import { callCostMs, type SimProfile } from "./profile.ts";
 
 /** Timer overshoot observed by a device. */
 export interface DeviceLag {
@@ -29,7 +29,7 @@ export function lagVerdict(lag: DeviceLag, maxFraction: number): string | undefi
   return (
     `simulated device timers overshot by ${(lag.totalLagFraction * 100).toFixed(1)}% of the planned service time ` +
     `(max ${lag.maxLagMs.toFixed(1)} ms, mean ${lag.meanLagMs.toFixed(2)} ms over ${lag.samples} timers), more than ${(maxFraction * 100).toFixed(1)}%: ` +
-    'raise SHOAL_SIM_DILATION or run fewer devices per core'
+    "raise SHOAL_SIM_DILATION or run fewer devices per core"
   );
 }
 

@@ -4,11 +4,11 @@
  * shared device, answering deterministic rows of the model's shape. Selected per worker with
  * `SHOAL_RUNTIME=simulated:<profile>` (issue #16); the residency manager sees an ordinary load.
  */
-import type { ModelSpec } from '@shoal/common/model-manifest';
-import { InferenceError } from '../errors.ts';
-import type { InferenceThreads, InferenceThreadsInfo, RunGroup, RunResult } from '../inference-threads.ts';
-import type { SimulatedDevice } from './device.ts';
-import { syntheticRows } from './synthetic-output.ts';
+import type { ModelSpec } from "@shoal/common/model-manifest";
+import { InferenceError } from "../errors.ts";
+import type { InferenceThreads, InferenceThreadsInfo, RunGroup, RunResult } from "../inference-threads.ts";
+import type { SimulatedDevice } from "./device.ts";
+import { syntheticRows } from "./synthetic-output.ts";
 
 /** Options of {@link createSimulatedPool}. */
 export interface SimulatedPoolOptions {
@@ -21,7 +21,7 @@ export interface SimulatedPoolOptions {
 
 /** Why a group cannot run, or undefined; mirrors packGroup's checks without packing. */
 function problemOf(g: RunGroup): string | undefined {
-  if (g.ids.length === 0) return 'a group needs at least one sequence';
+  if (g.ids.length === 0) return "a group needs at least one sequence";
   if (g.typeIds !== undefined && g.typeIds.length !== g.ids.length) return `a group of ${g.ids.length} sequences has type ids for ${g.typeIds.length}`;
   for (const [i, seq] of g.ids.entries()) {
     if (seq.length === 0) return `sequence ${i} is empty (it needs at least its special tokens)`;
@@ -37,9 +37,9 @@ export async function createSimulatedPool(opts: SimulatedPoolOptions): Promise<I
   await device.load();
   const info: InferenceThreadsInfo = Object.freeze({
     modelId: spec.id,
-    provider: 'simulated',
+    provider: "simulated",
     runtime: device.label,
-    requestedProvider: 'cpu',
+    requestedProvider: "cpu",
     threads: opts.threads ?? 1,
     intraOpThreads: 1,
   });
@@ -50,10 +50,10 @@ export async function createSimulatedPool(opts: SimulatedPoolOptions): Promise<I
     dimensions: spec.dimensions,
     info,
     run(groups: readonly RunGroup[]): Promise<RunResult> {
-      if (closing !== undefined) return Promise.reject(new InferenceError('closed', 'inference pool is closed'));
+      if (closing !== undefined) return Promise.reject(new InferenceError("closed", "inference pool is closed"));
       for (const g of groups) {
         const problem = problemOf(g);
-        if (problem !== undefined) return Promise.reject(new InferenceError('invalid-input', problem));
+        if (problem !== undefined) return Promise.reject(new InferenceError("invalid-input", problem));
       }
       if (groups.length === 0) return Promise.resolve({ vectors: new Float32Array(0), inferenceMs: 0, paddedTokens: 0 });
       const shapes = groups.map((g) => ({ batch: g.ids.length, seqLen: Math.max(...g.ids.map((s) => s.length)) }));

@@ -33,7 +33,7 @@ function fillRow(out: Float32Array, offset: number, dims: number, seed: number):
 export function syntheticRows(
   groups: readonly { readonly ids: readonly ArrayLike<number>[]; readonly typeIds?: readonly ArrayLike<number>[] }[],
   dims: number,
-  task: 'embed' | 'rerank' | 'classify',
+  task: "embed" | "rerank" | "classify",
 ): Float32Array {
   const rows = groups.reduce((n, g) => n + g.ids.length, 0);
   const out = new Float32Array(rows * dims);
@@ -42,7 +42,7 @@ export function syntheticRows(
     for (const [i, ids] of g.ids.entries()) {
       const offset = row * dims;
       fillRow(out, offset, dims, seedOf(ids, g.typeIds?.[i]));
-      if (task === 'embed') {
+      if (task === "embed") {
         let norm = 0;
         for (let d = 0; d < dims; d++) norm += out[offset + d]! ** 2;
         const scale = norm > 0 ? 1 / Math.sqrt(norm) : 0;
