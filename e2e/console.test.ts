@@ -261,15 +261,13 @@ describe("console try-it panels for Rerank and Classify (real Chromium, real sta
       .nth(documents.length - 1)
       .waitFor({ timeout: 30_000 });
     assert.equal(await page.locator("#rerank-error").textContent(), "");
-    const ranked = await page
-      .locator("#rerank-results li")
-      .evaluateAll((items) =>
-        items.map((li) => ({
-          index: Number(li.getAttribute("data-index")),
-          score: Number(li.getAttribute("data-score")),
-          text: li.querySelector(".doc")?.textContent ?? "",
-        })),
-      );
+    const ranked = await page.locator("#rerank-results li").evaluateAll((items) =>
+      items.map((li) => ({
+        index: Number(li.getAttribute("data-index")),
+        score: Number(li.getAttribute("data-score")),
+        text: li.querySelector(".doc")?.textContent ?? "",
+      })),
+    );
     assert.deepEqual(ranked.map((r) => r.index).sort(), [0, 1, 2], "every document once");
     for (let i = 1; i < ranked.length; i++) assert.ok(ranked[i - 1]!.score >= ranked[i]!.score, "highest score first");
     for (const r of ranked) {
