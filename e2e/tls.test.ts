@@ -9,37 +9,11 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { startCluster, writeCatalog, type TestCluster } from "./harness/cluster.ts";
+import { selfSignedCert } from "@shoal/common/self-signed";
 import { ServiceProcess } from "./harness/service-process.ts";
 
-/** A self-signed certificate for localhost / 127.0.0.1, made by the openssl CLI (its own CA). */
-function selfSigned(dir: string, name: string): { cert: string; key: string } {
-  const cert = join(dir, `${name}.crt`);
-  const key = join(dir, `${name}.key`);
-  execFileSync(
-    "openssl",
-    [
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:prime256v1",
-      "-nodes",
-      "-keyout",
-      key,
-      "-out",
-      cert,
-      "-days",
-      "2",
-      "-subj",
-      "/CN=localhost",
-      "-addext",
-      "subjectAltName=DNS:localhost,IP:127.0.0.1",
-    ],
-    { stdio: "ignore" },
-  );
-  return { cert, key };
-}
+/** A self-signed certificate for localhost / 127.0.0.1 (its own CA). */
+const selfSigned = (dir: string, name: string): { cert: string; key: string } => selfSignedCert(dir, name, "DNS:localhost,IP:127.0.0.1");
 
 let opensslMissing: string | false = false;
 try {

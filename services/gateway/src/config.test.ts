@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { ConfigError } from "@shoal/common";
+import { selfSignedCert } from "@shoal/common/self-signed";
 import { hashApiKey } from "./api-keys.ts";
 import { loadGatewayConfig } from "./config.ts";
 
@@ -22,32 +23,7 @@ function problems(env: Record<string, string>): string {
 }
 
 /** A self-signed certificate and its key, made by the openssl CLI. */
-function selfSigned(name: string): { cert: string; key: string } {
-  const cert = join(dir, `${name}.crt`);
-  const key = join(dir, `${name}.key`);
-  execFileSync(
-    "openssl",
-    [
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:prime256v1",
-      "-nodes",
-      "-keyout",
-      key,
-      "-out",
-      cert,
-      "-days",
-      "2",
-      "-subj",
-      "/CN=localhost",
-    ],
-    { stdio: "ignore" },
-  );
-  return { cert, key };
-}
+const selfSigned = (name: string): { cert: string; key: string } => selfSignedCert(dir, name);
 
 let hasOpenssl = true;
 try {

@@ -7,6 +7,7 @@ import https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { selfSignedCert } from "@shoal/common/self-signed";
 import { createTlsServer } from "./tls-server.ts";
 
 let hasOpenssl = true;
@@ -18,36 +19,14 @@ try {
 
 test("one TLS port answers HTTP/1.1 and h2 by ALPN; plain text is refused", { skip: !hasOpenssl && "openssl CLI not found" }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "shoal-tls-"));
-  execFileSync(
-    "openssl",
-    [
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:prime256v1",
-      "-nodes",
-      "-keyout",
-      join(dir, "key.pem"),
-      "-out",
-      join(dir, "cert.pem"),
-      "-days",
-      "2",
-      "-subj",
-      "/CN=localhost",
-      "-addext",
-      "subjectAltName=DNS:localhost,IP:127.0.0.1",
-    ],
-    { stdio: "ignore" },
-  );
-  const ca = readFileSync(join(dir, "cert.pem"));
+  const pair = selfSignedCert(dir, "gateway", "DNS:localhost,IP:127.0.0.1");
+  const ca = readFileSync(pair.cert);
   const server = createTlsServer(
     (req, res) => {
       (res as http.ServerResponse).writeHead(200, { "content-type": "text/plain" });
       res.end(`v${req.httpVersion} ${req.url}`);
     },
-    { cert: ca, key: readFileSync(join(dir, "key.pem")) },
+    { cert: ca, key: readFileSync(pair.key) },
   );
   const { port } = await server.listen(0, "127.0.0.1");
   try {
