@@ -1,6 +1,6 @@
 import type { EachBatchPayload, Kafka } from "kafkajs";
-import { SpanKind, SpanStatusCode } from "@opentelemetry/api";
-import { Attr, contextFromHeaders, createResilientConsumer, decodeResult, RecordDecodeError, shoalTracer, type Logger } from "@shoal/common";
+import { SpanStatusCode } from "@opentelemetry/api";
+import { Attr, contextFromHeaders, createResilientConsumer, decodeResult, RecordDecodeError, startProcessSpan, type Logger } from "@shoal/common";
 import type { JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import type { SettleOutcome } from "./pending-jobs.ts";
 
@@ -31,21 +31,7 @@ export function createReplyConsumer(kafka: Kafka, logger: Logger, opts: ReplyCon
     let dropped = 0;
     for (const message of batch.messages) {
       // The worker's reply carries its trace context: the receipt joins the request's trace.
-      const span = shoalTracer().startSpan(
-        `process ${batch.topic}`,
-        {
-          kind: SpanKind.CONSUMER,
-          attributes: {
-            [Attr.MESSAGING_SYSTEM]: "kafka",
-            [Attr.MESSAGING_DESTINATION]: batch.topic,
-            [Attr.MESSAGING_OPERATION_TYPE]: "process",
-            [Attr.MESSAGING_OPERATION_NAME]: "process",
-            [Attr.MESSAGING_PARTITION]: String(batch.partition),
-            [Attr.MESSAGING_KAFKA_OFFSET]: Number(message.offset),
-          },
-        },
-        contextFromHeaders(message.headers),
-      );
+      const span = startProcessSpan({ topic: batch.topic, partition: batch.partition, offset: message.offset }, {}, contextFromHeaders(message.headers));
       try {
         const result = decodeResult(message.value);
         span.setAttribute(Attr.JOB_ID, result.jobId);

@@ -7,20 +7,12 @@ import { before, describe, it } from "node:test";
 import { readModelDir, type ModelSpec } from "@shoal/common/model-manifest";
 import { readFile } from "node:fs/promises";
 import { Tokenizer } from "@huggingface/tokenizers";
+import { mulberry32 } from "@shoal/models";
 import { createTextTokenizer, spaceAstralCjk } from "./text-tokenizer.ts";
 import { generatedModelDir } from "./test-models.ts";
 
-/** Deterministic PRNG (mulberry32) so a failure replays. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic PRNG so a failure replays: the generator's mulberry32. */
+const rng = mulberry32;
 
 const PIECES = ["the", "model", "quick", "a", "x", "über", "naïve", "中文", "😀", "\u{20000}", "zzqqxx", "Hello", "42", "don't"];
 const PUNCT = [".", ",", "!", "?", "-", "(", ")", '"', "...", "!!!!", "#", "@", "\u3002"];
