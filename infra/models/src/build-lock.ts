@@ -61,3 +61,34 @@ export async function withBuildLock<T>(path: string, fn: () => Promise<T>, onWai
     await rm(path, { recursive: true, force: true });
   }
 }
+
+/** Builds in progress in this process, by directory: concurrent callers share one. */
+const building = new Map<string, Promise<boolean>>();
+
+export interface BuildOnceOptions {
+  /** Whether `dir` already holds a complete, current build. */
+  readonly isBuilt: () => Promise<boolean>;
+  /** Builds `dir` (under the lock); resolves false if it found it built after all. */
+  readonly build: () => Promise<boolean>;
+  /** Told once if another process holds the lock. */
+  readonly onWait?: (holder: string) => void;
+}
+
+/**
+ * Makes sure `dir` is built, at most once at a time: concurrent callers in this process share one
+ * build, other processes wait on the `<dir>.lock` lock, and a build found complete (before or
+ * under the lock) is not redone. Resolves whether this call built it (false for the callers that
+ * shared someone else's build or found it there).
+ */
+export function buildOnce(dir: string, opts: BuildOnceOptions): Promise<boolean> {
+  const pending = building.get(dir);
+  if (pending) return pending.then(() => false);
+  const p = (async () => {
+    if (await opts.isBuilt()) return false;
+    await mkdir(join(dir, ".."), { recursive: true });
+    // Whoever held the lock may have just built it.
+    return withBuildLock(`${dir}.lock`, async () => ((await opts.isBuilt()) ? false : opts.build()), opts.onWait);
+  })().finally(() => building.delete(dir));
+  building.set(dir, p);
+  return p;
+}

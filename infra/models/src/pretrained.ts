@@ -8,10 +8,10 @@
  * made by another recipe is rebuilt.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { withBuildLock } from "./build-lock.ts";
+import { buildOnce } from "./build-lock.ts";
 import { COMPLETE_MARKER, modelCacheRoot } from "./ensure-model.ts";
 import type { PythonEnv } from "./python-env.ts";
 import { ensurePythonEnv, requirementLines, runLogged } from "./python-env.ts";
@@ -93,8 +93,6 @@ export function ensurePretrainedEnv(options: PretrainedOptions = {}): Promise<Py
   });
 }
 
-const inFlight = new Map<string, Promise<string>>();
-
 /**
  * Returns the all-MiniLM-L6-v2 model directory, building it first if it is missing or stale:
  * the Python environment (cold: ~2.8 GB of wheels from PyPI, a few minutes), then the ONNX export
@@ -104,34 +102,13 @@ const inFlight = new Map<string, Promise<string>>();
  */
 export async function ensurePretrained(options: PretrainedOptions = {}): Promise<string> {
   const dir = await pretrainedModelDir(options);
-  const pending = inFlight.get(dir);
-  if (pending)
-    return pending.then((d) => {
-      options.onResult?.(false);
-      return d;
-    });
-  const p = build(dir, options).finally(() => inFlight.delete(dir));
-  inFlight.set(dir, p);
-  return p;
-}
-
-async function build(dir: string, options: PretrainedOptions): Promise<string> {
   const recipe = await recipeHash();
-  if ((await markerRecipe(dir)) === recipe) {
-    options.onResult?.(false);
-    return dir;
-  }
   const log = options.log ?? stderrLog;
-  await mkdir(join(dir, ".."), { recursive: true });
-  const built = await withBuildLock(
-    `${dir}.lock`,
-    async () => {
-      // Whoever held the lock may have just built it.
-      if ((await markerRecipe(dir)) === recipe) return false;
-      return buildLocked(dir, recipe, options, log);
-    },
-    (holder) => log(`[pretrained] waiting for ${holder}, which is building the model`),
-  );
+  const built = await buildOnce(dir, {
+    isBuilt: async () => (await markerRecipe(dir)) === recipe,
+    build: () => buildLocked(dir, recipe, options, log),
+    onWait: (holder) => log(`[pretrained] waiting for ${holder}, which is building the model`),
+  });
   options.onResult?.(built);
   return dir;
 }
