@@ -19,6 +19,8 @@ export interface ClusterOptions {
   readonly modelDirs?: readonly string[];
   /** Extra catalog fields for every model, e.g. `{ memory: "10MiB" }`. */
   readonly modelFields?: Readonly<Record<string, string>>;
+  /** Catalog entries with fields of their own (an id, a runtime), served besides the above. */
+  readonly entries?: readonly CatalogEntry[];
   /** Partitions of the pool's jobs topics (default: 1 with share intake, 4 with group intake). */
   readonly partitions?: number;
   /** How workers take jobs (default `SHOAL_TEST_INTAKE`, else `share`). */
@@ -27,6 +29,12 @@ export interface ClusterOptions {
   readonly workerEnv?: Record<string, string>;
   /** Bootstrap brokers (default: the test run's broker, KAFKA_BROKERS). */
   readonly brokers?: string;
+}
+
+/** One catalog entry: a model directory and its own fields. */
+export interface CatalogEntry {
+  readonly dir: string;
+  readonly fields: Readonly<Record<string, string>>;
 }
 
 export interface TestCluster {
@@ -53,15 +61,20 @@ export async function writeCatalog(
   intake: "share" | "group" = testIntake(),
   modelFields: Readonly<Record<string, string>> = {},
   modelDirs: readonly string[] = [],
+  entries: readonly CatalogEntry[] = [],
 ): Promise<{ path: string; pool: string; dirs: string[] }> {
   const dirs = [...(await Promise.all(presets.map((p) => ensureModel(p)))), ...modelDirs];
   const pool = `t${randomBytes(4).toString("hex")}`;
   const dir = await mkdtemp(join(tmpdir(), "shoal-e2e-"));
   const path = join(dir, "catalog.yaml");
-  const extra = Object.entries(modelFields)
-    .map(([k, v]) => `\n    ${k}: ${v}`)
-    .join("");
-  const models = dirs.map((d) => `  - path: ${JSON.stringify(d)}\n    pool: ${pool}${extra}`).join("\n");
+  const fieldsOf = (fields: Readonly<Record<string, string>>): string =>
+    Object.entries(fields)
+      .map(([k, v]) => `\n    ${k}: ${v}`)
+      .join("");
+  const models = [
+    ...dirs.map((d) => `  - path: ${JSON.stringify(d)}\n    pool: ${pool}${fieldsOf(modelFields)}`),
+    ...entries.map((e) => `  - path: ${JSON.stringify(e.dir)}\n    pool: ${pool}${fieldsOf(e.fields)}`),
+  ].join("\n");
   await writeFile(path, `pools:\n  ${pool}:\n    intake: ${intake}\n    partitions: ${partitions}\nmodels:\n${models}\n`);
   return { path, pool, dirs };
 }
@@ -70,7 +83,14 @@ export async function writeCatalog(
 export async function startCluster(opts: ClusterOptions = {}): Promise<TestCluster> {
   const presets = opts.presets ?? ["tiny"];
   const intake = opts.intake ?? testIntake();
-  const { path: catalogPath, pool } = await writeCatalog(presets, opts.partitions ?? (intake === "share" ? 1 : 4), intake, opts.modelFields, opts.modelDirs);
+  const { path: catalogPath, pool } = await writeCatalog(
+    presets,
+    opts.partitions ?? (intake === "share" ? 1 : 4),
+    intake,
+    opts.modelFields,
+    opts.modelDirs,
+    opts.entries,
+  );
   const common = { KAFKA_BROKERS: opts.brokers ?? kafkaBrokers(), SHOAL_CATALOG: catalogPath };
   const workers: ServiceProcess[] = [];
   const gateways: ServiceProcess[] = [];

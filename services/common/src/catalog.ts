@@ -1,5 +1,5 @@
-import { readFile } from "node:fs/promises";
-import { dirname, resolve } from "node:path";
+import { readFile, stat } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
 import bytes from "bytes";
 import { parse as parseYaml } from "yaml";
 import { isJsonObject } from "./json.ts";
@@ -35,6 +35,16 @@ export interface ModelBatching {
   readonly maxWaitMs?: number;
 }
 
+/** Runtime sidecars a worker can start (services/sidecar-<name>). */
+export const SIDECARS = ["pytorch"] as const;
+export type SidecarName = (typeof SIDECARS)[number];
+
+/**
+ * What runs a model: onnxruntime-node inside the worker (the default), or a runtime sidecar process
+ * the worker starts next to it, reading the model's Hugging Face folder (`weights`).
+ */
+export type ModelRuntime = { readonly kind: "onnx" } | { readonly kind: "sidecar"; readonly sidecar: SidecarName; readonly weightsDir: string };
+
 /** One model the cluster serves. */
 export interface CatalogModel {
   readonly id: string;
@@ -45,6 +55,8 @@ export interface CatalogModel {
   readonly pinned: boolean;
   /** Resident memory estimate per session from the catalog (`memory`), else the manifest's. */
   readonly memoryBytes: number | undefined;
+  /** Absent means `onnx`. */
+  readonly runtime?: ModelRuntime;
 }
 
 export interface Catalog {
@@ -84,6 +96,32 @@ function parseBatching(raw: unknown, where: string, problems: string[]): ModelBa
   return Object.freeze(out);
 }
 
+/** `runtime` and `weights` of a catalog entry; a sidecar's weights folder must hold a config.json. */
+async function parseRuntime(raw: Record<string, unknown>, dir: string, env: NodeJS.ProcessEnv, where: string, problems: string[]): Promise<ModelRuntime> {
+  const value = raw["runtime"] ?? "onnx";
+  const sidecar = typeof value === "string" && value.startsWith("sidecar:") ? value.slice("sidecar:".length) : undefined;
+  if (value !== "onnx" && !(SIDECARS as readonly (string | undefined)[]).includes(sidecar)) {
+    problems.push(`${where}.runtime: expected onnx or ${SIDECARS.map((n) => `sidecar:${n}`).join(", ")} (got ${JSON.stringify(value)})`);
+    return { kind: "onnx" };
+  }
+  if (sidecar === undefined) {
+    if (raw["weights"] !== undefined) problems.push(`${where}.weights: only a sidecar runtime reads weights`);
+    return { kind: "onnx" };
+  }
+  const weights = raw["weights"] ?? "torch";
+  if (typeof weights !== "string") {
+    problems.push(`${where}.weights: expected a folder path`);
+    return { kind: "onnx" };
+  }
+  const weightsDir = resolve(dir, expand(weights, env, problems, `${where}.weights`));
+  try {
+    if (!(await stat(join(weightsDir, "config.json"))).isFile()) throw new Error("not a file");
+  } catch {
+    problems.push(`${where}.weights: ${weightsDir} has no config.json (a Hugging Face model folder is expected)`);
+  }
+  return { kind: "sidecar", sidecar: sidecar as SidecarName, weightsDir };
+}
+
 /** Expands `${VAR}` and `${VAR:-fallback}` from the environment. */
 function expand(value: string, env: NodeJS.ProcessEnv, problems: string[], where: string): string {
   return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_m, name: string, fallback?: string) => {
@@ -119,6 +157,9 @@ export function parseByteSize(value: unknown): number | null {
  *     pinned: true                   # optional: never evicted once loaded
  *     memory: 120MiB                 # optional: resident size per session (else the manifest's,
  *                                    #   else estimated from the ONNX file)
+ *     runtime: onnx                  # optional: or sidecar:pytorch (a PyTorch process beside the
+ *                                    #   worker, reading the Hugging Face folder `weights`)
+ *     weights: torch                 # optional, sidecar only: relative to the model directory
  *     batching:                      # optional overrides of the worker's defaults
  *       policy: token-budget         # or fixed-window
  *       maxBatchTokens: 8192
@@ -176,11 +217,12 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
         if (typeof pinned !== "boolean") problems.push(`${where}.pinned: expected true or false`);
         const memory = raw["memory"] === undefined ? undefined : parseByteSize(raw["memory"]);
         if (memory === null) problems.push(`${where}.memory: expected a positive size such as 120MiB or a byte count`);
+        const runtime = await parseRuntime(raw, dir, env, where, problems);
         try {
           const spec = await readModelDir(dir);
           const id = typeof raw["id"] === "string" ? raw["id"] : spec.id;
           const memoryBytes = memory ?? spec.memoryBytes;
-          return { where, model: Object.freeze({ id, pool: String(pool), spec, batching, pinned: pinned === true, memoryBytes }) };
+          return { where, model: Object.freeze({ id, pool: String(pool), spec, batching, pinned: pinned === true, memoryBytes, runtime }) };
         } catch (err) {
           problems.push(`${where}: ${(err as Error).message}`);
           return undefined;

@@ -41,6 +41,8 @@ export interface WorkerConfig {
   readonly statusIntervalMs: number;
   readonly kafka: KafkaSettings;
   readonly executionProvider: "cpu" | "cuda";
+  /** How the worker starts its runtime sidecar, for catalog models with `runtime: sidecar:<name>`. */
+  readonly sidecar: SidecarConfig;
   /** `SHOAL_RUNTIME` (`onnx` or `simulated:<profile>`) with `SHOAL_SIM_DILATION`. */
   readonly runtime: RuntimeChoice;
   /**
@@ -137,6 +139,12 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     maxAttempts: r.int("SHOAL_MAX_ATTEMPTS", 3, { min: 1, max: 20 }),
     kafka: readKafkaSettings(r, `shoal-worker-${workerId}`),
     executionProvider,
+    sidecar: {
+      python: r.string("SHOAL_SIDECAR_PYTHON", "python3"),
+      device: r.oneOf("SHOAL_SIDECAR_DEVICE", ["auto", "cpu", "cuda"] as const, "auto"),
+      dtype: r.oneOf("SHOAL_SIDECAR_DTYPE", ["auto", "fp32", "fp16", "bf16"] as const, "auto"),
+      threads: r.int("SHOAL_SIDECAR_THREADS", 0, { min: 0, max: 256 }),
+    },
     runtime,
     runtimeLabel: runtime.kind === "simulated" ? `simulated:${runtime.profile}` : executionProvider,
     inferenceThreads,
@@ -170,6 +178,18 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     httpHost: r.string("SHOAL_HTTP_HOST", "127.0.0.1"),
     httpPort: r.int("SHOAL_HTTP_PORT", 9464, { min: 0, max: 65535 }),
   });
+}
+
+/** `SHOAL_SIDECAR_*`: the runtime sidecar's interpreter, device, dtype and CPU threads. */
+export interface SidecarConfig {
+  /** Interpreter with torch and transformers (default `python3`). */
+  readonly python: string;
+  /** `auto` (CUDA when PyTorch sees a GPU), `cpu` or `cuda`. */
+  readonly device: "auto" | "cpu" | "cuda";
+  /** `auto`: float16 on CUDA, float32 on CPU. */
+  readonly dtype: "auto" | "fp32" | "fp16" | "bf16";
+  /** PyTorch CPU threads; 0 lets PyTorch pick. */
+  readonly threads: number;
 }
 
 /** Default look-ahead of a busy share-intake worker with one thread: a few short jobs, never a long batch. */

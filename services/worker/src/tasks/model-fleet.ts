@@ -1,9 +1,13 @@
 import { stat } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { Catalog, CatalogModel, Logger } from "@shoal/common";
 import type { Clock } from "../batching/clock.ts";
 import type { ComputeGate } from "../batching/compute-gate.ts";
 import { Residency, type Lease, type ResidencyEvent } from "../residency/residency.ts";
 import { createInferenceThreads, type InferenceThreads } from "../runtime/inference-threads.ts";
+import { SidecarHost } from "../runtime/sidecar/sidecar-host.ts";
+import { createSidecarPool } from "../runtime/sidecar/sidecar-pool.ts";
 import { createSimulatedDevice, type SimulatedDevice } from "../runtime/simulated/device.ts";
 import { simProfile } from "../runtime/simulated/profile.ts";
 import { createSimulatedPool } from "../runtime/simulated/simulated-pool.ts";
@@ -21,9 +25,19 @@ const SESSION_OVERHEAD_BYTES = 16 * 1024 * 1024;
  * the threads.
  */
 export async function estimateModelBytes(model: CatalogModel, sessions: number): Promise<number> {
+  if (model.runtime?.kind === "sidecar") {
+    // One copy in the sidecar process whatever the thread count: the weights file plus activations.
+    return (
+      model.memoryBytes ??
+      Math.ceil((await stat(join(model.runtime.weightsDir, "model.safetensors")).catch(() => stat(model.spec.modelPath))).size * 1.5) + SESSION_OVERHEAD_BYTES
+    );
+  }
   const perSession = model.memoryBytes ?? Math.ceil((await stat(model.spec.modelPath)).size * 1.5) + SESSION_OVERHEAD_BYTES;
   return perSession * sessions;
 }
+
+/** services/sidecar-pytorch/sidecar.py, beside this package. */
+const PYTORCH_SIDECAR = fileURLToPath(new URL("../../../sidecar-pytorch/sidecar.py", import.meta.url));
 
 export interface ModelFleetDeps {
   readonly config: WorkerConfig;
@@ -91,8 +105,18 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
     sizes.set(m.id, device === undefined ? await estimateModelBytes(m, sessions) : (m.memoryBytes ?? device.profile.memoryBytes));
   }
 
+  // Started on the first sidecar model's load, shared by all of them, closed with the fleet.
+  let sidecar: SidecarHost | undefined;
+  function sidecarHost(): SidecarHost {
+    sidecar ??= new SidecarHost({ name: "pytorch", script: PYTORCH_SIDECAR, ...config.sidecar, logger: log });
+    return sidecar;
+  }
+
   function openRuntime(model: CatalogModel): Promise<InferenceThreads> {
     if (device !== undefined) return createSimulatedPool({ spec: model.spec, device, threads: sessions });
+    if (model.runtime?.kind === "sidecar") {
+      return createSidecarPool({ spec: model.spec, host: sidecarHost(), weightsDir: model.runtime.weightsDir, threads: sessions });
+    }
     return createInferenceThreads({
       spec: model.spec,
       threads: sessions,
@@ -193,6 +217,9 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
     },
     tryAcquire: (id) => residency.tryAcquire(id),
     acquire: (id) => residency.acquire(id),
-    close: () => residency.close(),
+    close: async () => {
+      await residency.close();
+      await sidecar?.close();
+    },
   };
 }
