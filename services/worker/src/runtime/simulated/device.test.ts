@@ -51,11 +51,15 @@ describe("simulated device", () => {
     assert.deepEqual(order, ["call", "load"]);
   });
 
-  it("ships both profiles, the published one saying so", () => {
-    assert.deepEqual(simProfileIds, ["cpu-minilm", "gpu-a100-bert"]);
+  it("ships the three profiles, the published one saying so, the H200 one measured by the device check", () => {
+    assert.deepEqual(simProfileIds, ["cpu-minilm", "gpu-a100-bert", "gpu-h200-minilm"]);
     assert.equal(simProfile("gpu-a100-bert").source, "published");
     assert.match(simProfile("gpu-a100-bert").description, /published figures, NOT measured/);
-    assert.throws(() => simProfile("nope"), /unknown simulated profile 'nope' \(known: cpu-minilm, gpu-a100-bert\)/);
+    const h200 = simProfile("gpu-h200-minilm");
+    assert.equal(h200.source, "measured");
+    assert.match(h200.fit?.command ?? "", /device-check\.sh/);
+    assert.ok(h200.fit!.r2 > 0.95);
+    assert.throws(() => simProfile("nope"), /unknown simulated profile 'nope' \(known: cpu-minilm, gpu-a100-bert, gpu-h200-minilm\)/);
   });
 
   it("refuses a run whose timers overshot more than the tolerated fraction", () => {

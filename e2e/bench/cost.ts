@@ -1,0 +1,197 @@
+/**
+ * `npm run bench:cost` — what one small request costs on the serving path (issue #17), in one run:
+ *  1. CPU ms per request per component (gateway process, worker main thread, the worker's other
+ *     threads = inference + ONNX Runtime + libuv/GC, the Kafka broker) at fixed offered loads of
+ *     one-text requests, open loop, from /proc CPU counters; the inference itself (the worker's
+ *     reported session.run time) separated out;
+ *  2. latency the path adds at light load (one request at a time) over a direct in-process
+ *     `session.run` of the same text: Connect binary and the OpenAI JSON route;
+ *  3. tiny-request throughput at saturation (closed loop, many in flight).
+ * Prints figures and the goals as ratios; asserts nothing (a benchmark, not a test).
+ *
+ * Env: KAFKA_BROKERS (default: a scratch broker on a free port), BENCH_SECONDS (10 per load),
+ * BENCH_LOADS (requests/s, default "50,200"), BENCH_CONCURRENCY (saturation, 64).
+ */
+import { readModelDir } from "@shoal/common/model-manifest";
+import { ensureModel } from "@shoal/models";
+import { VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { createInferenceThreads } from "@shoal/worker/runtime/inference-threads";
+import { createTextTokenizer } from "@shoal/worker/runtime/text-tokenizer";
+import { startScratchBroker, type ScratchBroker } from "../../infra/dev/broker.ts";
+import { startCluster } from "../harness/cluster.ts";
+import { clientsFor } from "../harness/clients.ts";
+import { mainThreadCpuMs, pidListeningOn, processCpuMs } from "./cpu-counters.ts";
+import { percentile } from "./workload.ts";
+
+const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 10);
+const LOADS = (process.env["BENCH_LOADS"] ?? "50,200").split(",").map(Number);
+const CONCURRENCY = Number(process.env["BENCH_CONCURRENCY"] ?? 64);
+const TEXTS = ["a short query", "where is the reef", "kafka share groups", "small models, many of them", "hello there"];
+
+const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
+
+let broker: ScratchBroker | undefined;
+if (!process.env["KAFKA_BROKERS"]) {
+  broker = await startScratchBroker();
+  process.env["KAFKA_BROKERS"] = broker.brokers;
+}
+const brokerPort = Number(process.env["KAFKA_BROKERS"]!.split(",")[0]!.split(":")[1]);
+
+try {
+  log("==> default model (mini) and its direct in-process cost");
+  const spec = await readModelDir(await ensureModel("mini"));
+  const tokenizer = await createTextTokenizer(spec);
+  const threads = await createInferenceThreads({ spec, threads: 1, intraOpThreads: 1 });
+  const direct: number[] = [];
+  for (let i = 0; i < 300; i++) {
+    const t = performance.now();
+    await threads.run([{ ids: [tokenizer.encode(TEXTS[i % TEXTS.length]!, { truncate: true }).ids] }]);
+    if (i >= 50) direct.push(performance.now() - t);
+  }
+  await threads.close();
+  const directP50 = percentile(direct, 50);
+  log(`direct tokenize + session.run of one short text: p50 ${directP50.toFixed(2)} ms`);
+
+  log("==> starting gateway + worker processes (1 inference thread x 1 intra-op)");
+  const cluster = await startCluster({ presets: ["mini"], workerEnv: { SHOAL_INFERENCE_THREADS: "1", SHOAL_INTRA_OP_THREADS: "1" } });
+  try {
+    const model = cluster.modelIds[0]!;
+    const { inference } = clientsFor(cluster.urls[0]!, "connect");
+    const gatewayPid = cluster.gateways[0]!.pid;
+    const workerPid = cluster.workers[0]!.pid;
+    const brokerPid = await pidListeningOn(brokerPort);
+    log(`pids: gateway ${gatewayPid}, worker ${workerPid}, broker ${brokerPid ?? "not found"}`);
+    const embed = (i: number) =>
+      inference.embed({ model, inputs: [TEXTS[i % TEXTS.length]!], options: { encoding: VectorEncoding.FLOAT32_LE } }, { timeoutMs: 30_000 });
+    for (let i = 0; i < 200; i++) await embed(i); // warm-up: JIT, connections, model resident
+
+    const snapshot = async () => ({
+      gateway: await processCpuMs(gatewayPid),
+      workerMain: await mainThreadCpuMs(workerPid),
+      worker: await processCpuMs(workerPid),
+      broker: brokerPid === undefined ? 0 : await processCpuMs(brokerPid),
+    });
+
+    interface LoadRow {
+      offered: number;
+      answered: number;
+      failed: number;
+      seconds: number;
+      perRequest: Record<string, number>;
+      inferenceMs: number;
+      p50: number;
+      p99: number;
+    }
+    const rows: LoadRow[] = [];
+    for (const [k, rate] of LOADS.entries()) {
+      log(`==> 1/3 load ${k + 1}/${LOADS.length}: ${rate} one-text requests/s for ${SECONDS} s (open loop)`);
+      const before = await snapshot();
+      const t0 = performance.now();
+      const total = Math.round(rate * SECONDS);
+      const latencies: number[] = [];
+      let inferenceMs = 0;
+      let failed = 0;
+      const calls: Promise<void>[] = [];
+      for (let i = 0; i < total; i++) {
+        const due = t0 + (i * 1000) / rate;
+        const wait = due - performance.now();
+        if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+        const start = performance.now();
+        calls.push(
+          embed(i).then(
+            (res) => {
+              latencies.push(performance.now() - start);
+              inferenceMs += res.timing?.inferenceMs ?? 0;
+            },
+            () => {
+              failed++;
+            },
+          ),
+        );
+        if (i % Math.max(1, rate * 2) === 0 && i > 0) log(`   ${(i / rate).toFixed(0)} s: ${latencies.length} answered`);
+      }
+      await Promise.all(calls);
+      const seconds = (performance.now() - t0) / 1000;
+      const after = await snapshot();
+      const n = latencies.length;
+      const workerOther = after.worker - after.workerMain - (before.worker - before.workerMain);
+      rows.push({
+        offered: rate,
+        answered: n,
+        failed,
+        seconds,
+        perRequest: {
+          gateway: (after.gateway - before.gateway) / n,
+          "worker main thread": (after.workerMain - before.workerMain) / n,
+          "worker other threads (inference, ORT, GC)": workerOther / n,
+          broker: (after.broker - before.broker) / n,
+        },
+        inferenceMs: inferenceMs / n,
+        p50: percentile(latencies, 50),
+        p99: percentile(latencies, 99),
+      });
+    }
+
+    log("==> 2/3 light load: 300 sequential requests, Connect binary and OpenAI JSON");
+    const connect: number[] = [];
+    for (let i = 0; i < 300; i++) {
+      const t = performance.now();
+      await embed(i);
+      connect.push(performance.now() - t);
+    }
+    const openai: number[] = [];
+    for (let i = 0; i < 300; i++) {
+      const t = performance.now();
+      const res = await fetch(`${cluster.urls[0]}/v1/embeddings`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model, input: TEXTS[i % TEXTS.length] }),
+      });
+      await res.json();
+      openai.push(performance.now() - t);
+    }
+
+    log(`==> 3/3 saturation: ${CONCURRENCY} one-text requests in flight for ${SECONDS} s`);
+    let answered = 0;
+    const stopAt = performance.now() + SECONDS * 1000;
+    const t1 = performance.now();
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async (_, c) => {
+        for (let i = c; performance.now() < stopAt; i += CONCURRENCY) {
+          await embed(i);
+          answered++;
+        }
+      }),
+    );
+    const tinyRps = answered / ((performance.now() - t1) / 1000);
+
+    const fmt = (x: number): string => x.toFixed(2);
+    console.log(
+      `\nShoal cost benchmark — model ${model} (generated MiniLM-shaped), 1 gateway, 1 worker (1 thread x 1 intra-op), 1 broker, one machine (${(await import("node:os")).cpus().length} cores)`,
+    );
+    console.log(`direct in-process tokenize + session.run, one short text: p50 ${fmt(directP50)} ms\n`);
+    const names = Object.keys(rows[0]!.perRequest);
+    console.log(`| CPU ms per request | ${rows.map((r) => `${r.offered} req/s offered`).join(" | ")} |`);
+    console.log(`| --- | ${rows.map(() => "---").join(" | ")} |`);
+    for (const name of names) console.log(`| ${name} | ${rows.map((r) => fmt(r.perRequest[name]!)).join(" | ")} |`);
+    console.log(`| inference (session.run, reported) | ${rows.map((r) => fmt(r.inferenceMs)).join(" | ")} |`);
+    const pathCpu = rows.map((r) => Object.values(r.perRequest).reduce((a, b) => a + b, 0) - r.inferenceMs);
+    console.log(`| **path CPU excluding inference** | ${pathCpu.map((x) => `**${fmt(x)}**`).join(" | ")} |`);
+    console.log(`| answered / failed | ${rows.map((r) => `${r.answered} / ${r.failed}`).join(" | ")} |`);
+    console.log(`| latency p50 / p99 ms | ${rows.map((r) => `${fmt(r.p50)} / ${fmt(r.p99)}`).join(" | ")} |`);
+    const addConnect = percentile(connect, 50) - directP50;
+    const addOpenai = percentile(openai, 50) - directP50;
+    console.log(`
+| goal | measured | ratio (goal ÷ measured, ≥ 1 meets it) |
+| --- | --- | --- |
+| path CPU excl. inference ≤ 1 ms/request at ${rows[0]!.offered} req/s | ${fmt(pathCpu[0]!)} ms | ${fmt(1 / pathCpu[0]!)} |
+| added latency p50 ≤ 3 ms, Connect binary (p99 ${fmt(percentile(connect, 99) - directP50)}) | ${fmt(addConnect)} ms | ${fmt(3 / addConnect)} |
+| added latency p50 ≤ 5 ms, OpenAI JSON (p99 ${fmt(percentile(openai, 99) - directP50)}) | ${fmt(addOpenai)} ms | ${fmt(5 / addOpenai)} |
+| tiny 1-text requests ≥ 1,000 req/s (${CONCURRENCY} in flight) | ${tinyRps.toFixed(0)} req/s | ${fmt(tinyRps / 1000)} |
+`);
+  } finally {
+    await cluster.stop();
+  }
+} finally {
+  await broker?.stop();
+}
