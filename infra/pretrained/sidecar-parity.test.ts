@@ -3,12 +3,13 @@
  * on the real all-MiniLM-L6-v2, its vectors match the ONNX path's (onnxruntime-node inference
  * threads) on the same token ids, alone and in padded multi-group runs; it is supervised (a
  * killed sidecar fails the run in flight with `thread-crashed`, a new one is started and the model
- * reloaded, and the same inputs then give the same vectors); bad inputs and bad weights get typed
+ * reloaded, and the same inputs then give the same vectors); a cross-encoder gets its token types
+ * and returns the logits PyTorch gives each pair alone; bad inputs and bad weights get typed
  * errors. Real processes throughout: the sidecar runs in the infra/pretrained Python environment
  * (torch on CPU here). Skipped only with SHOAL_SKIP_PRETRAINED=1.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -19,9 +20,12 @@ import { createInferenceThreads, type InferenceThreads, type RunGroup } from "..
 import { SidecarHost } from "../../services/worker/src/runtime/sidecar/sidecar-host.ts";
 import { createSidecarPool } from "../../services/worker/src/runtime/sidecar/sidecar-pool.ts";
 import { createTextTokenizer } from "../../services/worker/src/runtime/text-tokenizer.ts";
+import { ensureModel } from "../models/src/ensure-model.ts";
 import { ensurePretrained, ensurePretrainedEnv } from "../models/src/pretrained.ts";
+import { runLogged } from "../models/src/python-env.ts";
 
 const SIDECAR_SCRIPT = fileURLToPath(new URL("../../services/sidecar-pytorch/sidecar.py", import.meta.url));
+const CROSS_ENCODER_SCRIPT = fileURLToPath(new URL("./tiny_cross_encoder.py", import.meta.url));
 const SENTENCES_FILE = fileURLToPath(new URL("./sentences.json", import.meta.url));
 /** Same weights, float32 on both sides: only summation order differs. */
 const MIN_COSINE = 0.9999;
@@ -133,6 +137,32 @@ describe("PyTorch runtime sidecar", { skip }, () => {
     const min = Math.min(...rows(again.vectors, 384).map((r, i) => cosine(r, rows(before.vectors, 384)[i]!)));
     assert.ok(min >= 0.99999, `min cosine after restart ${min}`);
     assert.ok(lines.some((l) => l.includes("runtime sidecar lost")));
+  });
+
+  it("runs a cross-encoder (rerank): token types reach the model, logits match the model run alone in PyTorch", async () => {
+    const rerankSpec = await readModelDir(await ensureModel("tiny-rerank"));
+    const tokenizer = await createTextTokenizer(rerankSpec);
+    const { sentences } = JSON.parse(await readFile(SENTENCES_FILE, "utf8")) as { sentences: string[] };
+    const pairs = sentences.slice(0, 6).map((d) => tokenizer.encodePair("where do small fish live?", d, { truncate: true }));
+    const vocab = Object.keys((JSON.parse(await readFile(rerankSpec.tokenizerPath, "utf8")) as { model: { vocab: object } }).model.vocab).length;
+    const pairsFile = join(work, "pairs.json");
+    await writeFile(pairsFile, JSON.stringify({ ids: pairs.map((p) => [...p.ids]), types: pairs.map((p) => [...p.typeIds]) }));
+    const modelDir = join(work, "cross-encoder");
+    await runLogged((await ensurePretrainedEnv()).python, ["-B", CROSS_ENCODER_SCRIPT, "--vocab", String(vocab), "--pairs", pairsFile, "--out", modelDir], {
+      log: () => {},
+    });
+    const reference = JSON.parse(await readFile(join(modelDir, "reference.json"), "utf8")) as { logits: number[] };
+    const pool = await createSidecarPool({ spec: rerankSpec, host, weightsDir: modelDir });
+    try {
+      const run = await pool.run([{ ids: pairs.map((p) => p.ids), typeIds: pairs.map((p) => p.typeIds) }]);
+      assert.equal(run.vectors.length, pairs.length);
+      for (const [i, want] of reference.logits.entries()) assert.ok(Math.abs(run.vectors[i]! - want) < 1e-4, `pair ${i}: ${run.vectors[i]} vs ${want}`);
+      // Without the token types the logits change: they do reach the model.
+      const untyped = await pool.run([{ ids: pairs.map((p) => p.ids) }]);
+      assert.ok(reference.logits.some((want, i) => Math.abs(untyped.vectors[i]! - want) > 1e-3));
+    } finally {
+      await pool.close();
+    }
   });
 
   it("kills and replaces a sidecar that stops answering (SIGSTOP), failing its run", { timeout: 60_000 }, async () => {
