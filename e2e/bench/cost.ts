@@ -11,8 +11,12 @@
  * Prints figures and the goals as ratios; asserts nothing (a benchmark, not a test).
  *
  * Env: KAFKA_BROKERS (default: a scratch broker on a free port), BENCH_SECONDS (10 per load),
- * BENCH_LOADS (requests/s, default "50,200"), BENCH_CONCURRENCY (saturation, 64).
+ * BENCH_LOADS (requests/s, default "50,200"), BENCH_CONCURRENCY (saturation, 64), BENCH_PROFILE
+ * (a folder: gateway and worker run under --cpu-prof, and their profiles are summarised by
+ * package and function at the end — the whole run, warm-up included).
  */
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { readModelDir } from "@shoal/common/model-manifest";
 import { ensureModel } from "@shoal/models";
 import { VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
@@ -23,6 +27,7 @@ import { startCluster } from "../harness/cluster.ts";
 import { clientsFor } from "../harness/clients.ts";
 import { scrape } from "../harness/prometheus.ts";
 import { mainThreadCpuMs, pidListeningOn, processCpuMs } from "./cpu-counters.ts";
+import { formatSummary, summarize } from "./cpuprofile-summary.ts";
 import { percentile } from "./workload.ts";
 
 const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 10);
@@ -30,6 +35,7 @@ const LOADS = (process.env["BENCH_LOADS"] ?? "50,200").split(",").map(Number);
 const CONCURRENCY = Number(process.env["BENCH_CONCURRENCY"] ?? 64);
 const TEXTS = ["a short query", "where is the reef", "kafka share groups", "small models, many of them", "hello there"];
 
+const PROFILE_DIR = process.env["BENCH_PROFILE"];
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
 
 let broker: ScratchBroker | undefined;
@@ -55,7 +61,13 @@ try {
   log(`direct tokenize + session.run of one short text: p50 ${directP50.toFixed(2)} ms`);
 
   log("==> starting gateway + worker processes (1 inference thread x 1 intra-op)");
-  const cluster = await startCluster({ presets: ["mini"], workerEnv: { SHOAL_INFERENCE_THREADS: "1", SHOAL_INTRA_OP_THREADS: "1" } });
+  const prof = (name: string): Record<string, string> =>
+    PROFILE_DIR === undefined ? {} : { SHOAL_NODE_ARGS: `--cpu-prof --cpu-prof-dir=${join(PROFILE_DIR, name)}` };
+  const cluster = await startCluster({
+    presets: ["mini"],
+    workerEnv: { SHOAL_INFERENCE_THREADS: "1", SHOAL_INTRA_OP_THREADS: "1", ...prof("worker") },
+    gatewayEnv: prof("gateway"),
+  });
   try {
     const model = cluster.modelIds[0]!;
     const { inference } = clientsFor(cluster.urls[0]!, "connect");
@@ -65,7 +77,14 @@ try {
     log(`pids: gateway ${gatewayPid}, worker ${workerPid}, broker ${brokerPid ?? "not found"}`);
     const embed = (i: number) =>
       inference.embed({ model, inputs: [TEXTS[i % TEXTS.length]!], options: { encoding: VectorEncoding.FLOAT32_LE } }, { timeoutMs: 30_000 });
-    for (let i = 0; i < 200; i++) await embed(i); // warm-up: JIT, connections, model resident
+    // Warm-up: the JIT of every process (the broker's JVM above all), connections, the model resident.
+    log(`==> warm-up: ${CONCURRENCY} in flight for ${SECONDS} s`);
+    const warmUntil = performance.now() + SECONDS * 1000;
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async (_, c) => {
+        for (let i = c; performance.now() < warmUntil; i += CONCURRENCY) await embed(i);
+      }),
+    );
 
     const workerLine = await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs");
     const workerMetrics = `http://127.0.0.1:${String(workerLine["httpPort"])}/metrics`;
@@ -195,6 +214,18 @@ try {
     const tinyRps = answered / ((performance.now() - t1) / 1000);
 
     const fmt = (x: number): string => x.toFixed(2);
+    const topMessages = (logs: readonly { msg?: string }[]) => {
+      const counts = new Map<string, number>();
+      for (const l of logs) counts.set(String(l.msg), (counts.get(String(l.msg)) ?? 0) + 1);
+      return [...counts.entries()]
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 3)
+        .map(([m, n]) => `${n}× "${m.slice(0, 60)}"`)
+        .join(", ");
+    };
+    log(
+      `log lines: gateway ${cluster.gateways[0]!.logs.length} (${topMessages(cluster.gateways[0]!.logs)}), worker ${cluster.workers[0]!.logs.length} (${topMessages(cluster.workers[0]!.logs)})`,
+    );
     console.log(
       `\nShoal cost benchmark — model ${model} (generated MiniLM-shaped), 1 gateway, 1 worker (1 thread x 1 intra-op), 1 broker, one machine (${(await import("node:os")).cpus().length} cores)`,
     );
@@ -228,6 +259,14 @@ try {
 `);
   } finally {
     await cluster.stop();
+  }
+  if (PROFILE_DIR !== undefined) {
+    for (const name of ["gateway", "worker"]) {
+      for (const file of (await readdir(join(PROFILE_DIR, name)).catch(() => [] as string[])).filter((f) => f.endsWith(".cpuprofile"))) {
+        const profile = JSON.parse(await readFile(join(PROFILE_DIR, name, file), "utf8")) as Parameters<typeof summarize>[0];
+        console.log(`\n${formatSummary(`${name} (${file})`, summarize(profile))}`);
+      }
+    }
   }
 } finally {
   await broker?.stop();
