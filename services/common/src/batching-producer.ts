@@ -1,5 +1,7 @@
 import { Partitioners, type Kafka, type Message, type Producer, type RetryOptions, type TopicMessages } from "kafkajs";
 import type { Logger } from "./logger.ts";
+import { type RecordSigner, SIGNATURE_HEADER } from "./record-signer.ts";
+import { signedKindOf } from "./topics.ts";
 
 interface Queued {
   readonly topic: string;
@@ -43,7 +45,16 @@ const MAX_RECORDS_PER_REQUEST = 1_000;
  * while a request is in flight go together in the next one. A lone record goes out at once:
  * no added wait at light load, large requests under heavy load.
  */
-export function createBatchingProducer(kafka: Kafka, logger: Logger, opts: { retry?: RetryOptions; name: string }): BatchingProducer {
+export function createBatchingProducer(
+  kafka: Kafka,
+  logger: Logger,
+  opts: {
+    retry?: RetryOptions;
+    name: string;
+    /** Signs job, result and cancel records (by their topic) when it has keys. */
+    signer?: RecordSigner;
+  },
+): BatchingProducer {
   const log = logger.child({ component: opts.name });
   const newProducer = (): Producer =>
     kafka.producer({
@@ -66,6 +77,13 @@ export function createBatchingProducer(kafka: Kafka, logger: Logger, opts: { ret
     await producer.connect().catch((connectErr: unknown) => log.warn({ err: connectErr }, "new producer could not connect yet"));
   }
   const queue: Queued[] = [];
+
+  function signed(topic: string, message: Message): Message {
+    const kind = opts.signer?.enabled ? signedKindOf(topic) : undefined;
+    if (kind === undefined || message.value === null || message.value === undefined) return message;
+    const value = typeof message.value === "string" ? Buffer.from(message.value) : message.value;
+    return { ...message, value, headers: { ...message.headers, [SIGNATURE_HEADER]: opts.signer!.sign(kind, value)! } };
+  }
   let sending: Promise<void> | undefined;
   let connected = false;
 
@@ -125,7 +143,7 @@ export function createBatchingProducer(kafka: Kafka, logger: Logger, opts: { ret
     send(topic, message) {
       if (!connected) return Promise.reject(new ProducerClosedError(`${opts.name} is not connected`));
       return new Promise<void>((resolve, reject) => {
-        queue.push({ topic, message, resolve, reject });
+        queue.push({ topic, message: signed(topic, message), resolve, reject });
         flush();
       });
     },

@@ -14,6 +14,7 @@ export {
   poolTopicSpecs,
   statusTopicSpec,
   STATUS_TOPIC,
+  signedKindOf,
   MAX_RECORD_BYTES,
   type TopicSpec,
 } from "./topics.ts";
@@ -29,6 +30,16 @@ export {
   decodeStatus,
   RecordDecodeError,
 } from "./codec.ts";
+export {
+  ClusterKeyError,
+  createRecordSigner,
+  parseClusterKeys,
+  readClusterKeys,
+  SIGNATURE_HEADER,
+  warnIfUnsigned,
+  type RecordSigner,
+  type SignedKind,
+} from "./record-signer.ts";
 export { createBatchingProducer, ProducerClosedError, type BatchingProducer } from "./batching-producer.ts";
 export { vectorsToBytes, bytesToVectors } from "./vectors.ts";
 export {

@@ -1,5 +1,17 @@
 import type { Admin, ITopicConfig } from "kafkajs";
 import { jobsTopic, SERVED_LANES } from "./lanes.ts";
+import type { SignedKind } from "./record-signer.ts";
+
+/**
+ * What a record on `topic` is, for its signature (record-signer.ts): jobs, retry and dead-letter
+ * topics carry jobs, reply topics results, cancel topics cancels; anything else is not signed.
+ */
+export function signedKindOf(topic: string): SignedKind | undefined {
+  if (/^shoal\.(jobs|retry|dead)\./.test(topic)) return "job";
+  if (topic.startsWith("shoal.replies.")) return "result";
+  if (topic.startsWith("shoal.cancel.")) return "cancel";
+  return undefined;
+}
 
 /** Cancel topic of one pool: `shoal.cancel.<pool>`, read by every worker of the pool. */
 export function cancelTopic(pool: string): string {

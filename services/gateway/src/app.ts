@@ -11,6 +11,8 @@ import {
   statusTopicSpec,
   stopSteps,
   type Logger,
+  createRecordSigner,
+  warnIfUnsigned,
 } from "@shoal/common";
 import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
@@ -74,13 +76,18 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
   const kafka = createKafka(config.kafka, logger);
   const admin = kafka.admin();
   const pending = new PendingJobs();
-  const producer = createJobProducer(kafka, logger, config.produceTimeoutMs);
+  // With SHOAL_CLUSTER_KEYS, jobs and cancels are signed and results checked (record-signer.ts).
+  const signer = createRecordSigner(config.clusterKeys);
+  warnIfUnsigned(signer, config.kafka.brokers, log);
+  const producer = createJobProducer(kafka, logger, config.produceTimeoutMs, signer);
   const ownReplyTopic = replyTopic(config.instanceId);
   const replies = createReplyConsumer(kafka, logger, {
     topic: ownReplyTopic,
     groupId: `shoal-gateway-${config.instanceId}`,
     onResult: (result) => pending.settle(result),
     onDropped: (n) => metrics.resultsDropped.inc(n),
+    signer,
+    onForged: () => metrics.recordsRejected.inc({ reason: "signature" }),
   });
   // Which workers are alive and what they hold, from the status topic they publish to.
   const cluster = createClusterState(kafka, logger, `shoal-gateway-status-${config.instanceId}`);

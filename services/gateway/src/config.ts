@@ -1,7 +1,7 @@
 import { createPrivateKey, randomBytes, X509Certificate, type KeyObject } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { EnvReader, parseConfigText, readKafkaSettings, type KafkaSettings } from "@shoal/common";
+import { EnvReader, parseConfigText, readClusterKeys, readKafkaSettings, type KafkaSettings } from "@shoal/common";
 import type { ConnectionLimits } from "./connection-limits.ts";
 import { checkDuplicateKeys, parseApiKeysDocument, parseApiKeysEnv, type ApiKeySpec } from "./api-keys.ts";
 
@@ -12,6 +12,8 @@ export interface GatewayConfig {
   /** Unique per replica; names the replica's reply topic and consumer group. */
   readonly instanceId: string;
   readonly catalogPath: string;
+  /** SHOAL_CLUSTER_KEYS / _FILE: keys that sign and check job, result and cancel records (none: off). */
+  readonly clusterKeys: readonly Buffer[];
   readonly kafka: KafkaSettings;
   /** Deadline given to calls that carry none. */
   readonly defaultTimeoutMs: number;
@@ -91,6 +93,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     port: r.int("SHOAL_PORT", 8080, { min: 0, max: 65535 }),
     instanceId,
     catalogPath: catalogPath ?? "",
+    clusterKeys: readClusterKeys(r),
     kafka: readKafkaSettings(r, `shoal-gateway-${instanceId}`),
     defaultTimeoutMs,
     maxTimeoutMs,

@@ -8,6 +8,7 @@ export interface GatewayMetrics {
   readonly inFlight: Gauge;
   readonly admissionRejections: Counter<"lane" | "reason">;
   readonly resultsDropped: Counter;
+  readonly recordsRejected: Counter<"reason">;
   readonly queueLag: Gauge<"pool" | "lane">;
 }
 
@@ -49,6 +50,12 @@ export function createGatewayMetrics(inFlight: () => number, lag: () => Readonly
     resultsDropped: new Counter({
       name: "shoal_gateway_results_dropped_total",
       help: "Results nobody waited for (duplicates, or the caller left)",
+      registers: [registry],
+    }),
+    recordsRejected: new Counter({
+      name: "shoal_gateway_records_rejected_total",
+      help: "Reply records refused before reaching any call (reason: signature)",
+      labelNames: ["reason"],
       registers: [registry],
     }),
     // The autoscaling signal for share pools (KEDA's Prometheus scaler): a share group has no

@@ -1,5 +1,5 @@
 import type { Kafka, Message } from "kafkajs";
-import { createBatchingProducer, type Logger } from "@shoal/common";
+import { createBatchingProducer, type Logger, type RecordSigner } from "@shoal/common";
 import { QueueUnavailableError } from "./errors.ts";
 
 /** Produces job envelopes; every failure surfaces as QueueUnavailableError (→ Unavailable). */
@@ -13,9 +13,10 @@ export interface JobProducer {
  * @param ackTimeoutMs a record not acknowledged within this time fails the call with Unavailable
  *   (kafkajs would otherwise keep retrying for many seconds while the broker is away)
  */
-export function createJobProducer(kafka: Kafka, logger: Logger, ackTimeoutMs = 3_000): JobProducer {
+export function createJobProducer(kafka: Kafka, logger: Logger, ackTimeoutMs = 3_000, signer?: RecordSigner): JobProducer {
   const producer = createBatchingProducer(kafka, logger, {
     name: "job-producer",
+    ...(signer ? { signer } : {}),
     // Fail fast when the broker is gone: the caller gets Unavailable instead of a hang.
     retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 },
   });

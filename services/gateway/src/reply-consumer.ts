@@ -1,6 +1,16 @@
 import type { EachBatchPayload, Kafka } from "kafkajs";
 import { SpanStatusCode } from "@opentelemetry/api";
-import { Attr, contextFromHeaders, createResilientConsumer, decodeResult, RecordDecodeError, startProcessSpan, type Logger } from "@shoal/common";
+import {
+  Attr,
+  contextFromHeaders,
+  createResilientConsumer,
+  decodeResult,
+  RecordDecodeError,
+  SIGNATURE_HEADER,
+  startProcessSpan,
+  type Logger,
+  type RecordSigner,
+} from "@shoal/common";
 import type { JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import type { SettleOutcome } from "./pending-jobs.ts";
 
@@ -17,6 +27,10 @@ export interface ReplyConsumerOptions {
   readonly joinTimeoutMs?: number;
   /** Called with the number of results in a fetch that found no waiting call. */
   readonly onDropped?: (count: number) => void;
+  /** Checks each result's signature (SHOAL_CLUSTER_KEYS): a forged result never answers a call. */
+  readonly signer?: RecordSigner;
+  /** Called for each result refused for its signature. */
+  readonly onForged?: () => void;
 }
 
 /**
@@ -33,6 +47,12 @@ export function createReplyConsumer(kafka: Kafka, logger: Logger, opts: ReplyCon
       // The worker's reply carries its trace context: the receipt joins the request's trace.
       const span = startProcessSpan({ topic: batch.topic, partition: batch.partition, offset: message.offset }, {}, contextFromHeaders(message.headers));
       try {
+        if (opts.signer !== undefined && !opts.signer.verify("result", message.value, message.headers?.[SIGNATURE_HEADER])) {
+          opts.onForged?.();
+          span.setStatus({ code: SpanStatusCode.ERROR, message: "result without a valid signature" });
+          log.warn({ partition: batch.partition, offset: message.offset }, "skipping a result without a valid signature (SHOAL_CLUSTER_KEYS)");
+          continue;
+        }
         const result = decodeResult(message.value);
         span.setAttribute(Attr.JOB_ID, result.jobId);
         if (opts.onResult(result) === "unknown") dropped += 1;

@@ -9,6 +9,8 @@ import {
   stopSteps,
   type Catalog,
   type Logger,
+  createRecordSigner,
+  warnIfUnsigned,
 } from "@shoal/common";
 import { systemClock } from "./batching/clock.ts";
 import { ComputeGate } from "./batching/compute-gate.ts";
@@ -41,11 +43,14 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   const log = logger.child({ component: "app", worker: config.workerId });
   const kafka = createKafka(config.kafka, logger);
   const admin = kafka.admin();
-  const sink = createResultSink(kafka, logger, config.workerId);
-  const router = createRetryRouter(kafka, logger, { pool: config.pool, workerId: config.workerId, maxAttempts: config.maxAttempts });
+  // With SHOAL_CLUSTER_KEYS, every job, result and cancel record is signed and checked.
+  const signer = createRecordSigner(config.clusterKeys);
+  warnIfUnsigned(signer, config.kafka.brokers, logger);
+  const sink = createResultSink(kafka, logger, config.workerId, signer);
+  const router = createRetryRouter(kafka, logger, { pool: config.pool, workerId: config.workerId, maxAttempts: config.maxAttempts, signer });
   const groupId = poolGroupId(config.pool);
   const cancels = new CancelSet(100_000, 10 * 60_000);
-  const cancelConsumer = createCancelConsumer(kafka, logger, { topic: cancelTopic(config.pool), workerId: config.workerId, cancels });
+  const cancelConsumer = createCancelConsumer(kafka, logger, { topic: cancelTopic(config.pool), workerId: config.workerId, cancels, signer });
   // Inference capacity shared by every resident model: interactive runs first, then round-robin across models.
   const gate = new ComputeGate(config.inferenceThreads, { interactiveReserve: config.interactiveReserve });
   const metrics = createWorkerMetrics(() => intake?.inFlight ?? 0);
@@ -90,6 +95,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     retries: router,
     cancels,
     metrics,
+    signer,
     logger,
     monotonicNow: () => systemClock.now(),
   });

@@ -1,5 +1,5 @@
 import { availableParallelism, hostname, totalmem } from "node:os";
-import { EnvReader, INTAKE_KINDS, parseByteSize, readKafkaSettings, type IntakeKind, type KafkaSettings } from "@shoal/common";
+import { EnvReader, INTAKE_KINDS, parseByteSize, readClusterKeys, readKafkaSettings, type IntakeKind, type KafkaSettings } from "@shoal/common";
 import { DEFAULT_BATCH_MAX_TOKENS } from "./batching/batcher.ts";
 import { simProfileIds } from "./runtime/simulated/profile.ts";
 
@@ -39,6 +39,8 @@ export interface WorkerConfig {
   readonly maxAttempts: number;
   /** How often the worker publishes its status (models, memory, in-flight) to the status topic. */
   readonly statusIntervalMs: number;
+  /** SHOAL_CLUSTER_KEYS / _FILE: keys that sign and check job, result and cancel records (none: off). */
+  readonly clusterKeys: readonly Buffer[];
   readonly kafka: KafkaSettings;
   readonly executionProvider: "cpu" | "cuda";
   /** How the worker starts its runtime sidecar, for catalog models with `runtime: sidecar:<name>`. */
@@ -137,6 +139,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     residencyPolicy: r.oneOf("SHOAL_RESIDENCY_POLICY", ["lru", "pinned-by-traffic"] as const, "pinned-by-traffic"),
     statusIntervalMs: r.int("SHOAL_STATUS_INTERVAL_MS", 2_000, { min: 100 }),
     maxAttempts: r.int("SHOAL_MAX_ATTEMPTS", 3, { min: 1, max: 20 }),
+    clusterKeys: readClusterKeys(r),
     kafka: readKafkaSettings(r, `shoal-worker-${workerId}`),
     executionProvider,
     sidecar: {

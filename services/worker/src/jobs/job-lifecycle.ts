@@ -6,9 +6,11 @@ import {
   laneName,
   RecordDecodeError,
   servedLane,
+  SIGNATURE_HEADER,
   type CatalogModel,
   type LaneName,
   type Logger,
+  type RecordSigner,
 } from "@shoal/common";
 import { JobResultSchema, JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import type { Delivery, IntakeHandler, Settlement } from "../intake/intake.ts";
@@ -66,6 +68,8 @@ export interface JobLifecycleDeps {
   readonly retries: Pick<RetryRouter, "retriable" | "retry" | "deadLetter">;
   readonly cancels: { has(jobId: string): boolean };
   readonly metrics: Pick<WorkerMetrics, "jobs" | "retries" | "deadLetters" | "recordsRejected" | "jobsWaitingForLoad">;
+  /** Checks each job record's signature (SHOAL_CLUSTER_KEYS); unsigned or forged ones are never run. */
+  readonly signer?: RecordSigner;
   readonly logger: Logger;
   /** Monotonic milliseconds handed to the runner (the batcher's clock). */
   readonly monotonicNow: () => number;
@@ -274,7 +278,18 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       .finally(() => delivery.settle("reject"));
   }
 
+  /** Signed by nobody we trust: not run, not dead-lettered (a forger could fill that topic), counted. */
+  function rejectForged(delivery: Delivery): void {
+    metrics.recordsRejected.inc();
+    log.warn(
+      { topic: delivery.topic, partition: delivery.partition, offset: delivery.offset },
+      "rejected a job record without a valid signature (SHOAL_CLUSTER_KEYS): not run",
+    );
+    delivery.settle("reject");
+  }
+
   function deliver(delivery: Delivery): void {
+    if (deps.signer !== undefined && !deps.signer.verify("job", delivery.value, delivery.headers?.[SIGNATURE_HEADER])) return rejectForged(delivery);
     let envelope: JobEnvelope;
     try {
       envelope = decodeEnvelope(delivery.value);

@@ -1,5 +1,5 @@
 import type { Kafka } from "kafkajs";
-import { createResilientConsumer, decodeCancel, RecordDecodeError, type Logger } from "@shoal/common";
+import { createResilientConsumer, decodeCancel, RecordDecodeError, SIGNATURE_HEADER, type Logger, type RecordSigner } from "@shoal/common";
 import type { CancelSet } from "./cancel-set.ts";
 
 /** The cancel topic's consumer group of one worker: one per worker id, never a fresh one per start. */
@@ -21,7 +21,7 @@ export function cancelGroupId(workerId: string): string {
 export function createCancelConsumer(
   kafka: Kafka,
   logger: Logger,
-  opts: { topic: string; workerId: string; cancels: CancelSet },
+  opts: { topic: string; workerId: string; cancels: CancelSet; signer?: RecordSigner },
 ): { start(): Promise<void>; stop(): Promise<void> } {
   const log = logger.child({ component: "cancel-consumer" });
   const consumer = createResilientConsumer(kafka, logger, {
@@ -37,6 +37,10 @@ export function createCancelConsumer(
     run: {
       autoCommit: false,
       eachMessage: async ({ message }) => {
+        if (opts.signer !== undefined && !opts.signer.verify("cancel", message.value, message.headers?.[SIGNATURE_HEADER])) {
+          log.warn({ offset: message.offset }, "skipping a cancel record without a valid signature");
+          return;
+        }
         try {
           const cancel = decodeCancel(message.value);
           opts.cancels.add(cancel.jobId, Number(cancel.deadlineUnixMs));

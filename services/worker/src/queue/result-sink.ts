@@ -1,5 +1,5 @@
 import type { Kafka } from "kafkajs";
-import { createBatchingProducer, encodeResult, ProducerClosedError, type Logger } from "@shoal/common";
+import { createBatchingProducer, encodeResult, ProducerClosedError, type Logger, type RecordSigner } from "@shoal/common";
 import type { JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 
 /** Writes job results to their reply topics. */
@@ -14,12 +14,13 @@ export interface ResultSink {
   stop(): Promise<void>;
 }
 
-export function createResultSink(kafka: Kafka, logger: Logger, workerId: string): ResultSink {
+export function createResultSink(kafka: Kafka, logger: Logger, workerId: string, signer?: RecordSigner): ResultSink {
   const log = logger.child({ component: "result-sink" });
   // Short client-level retries: this sink's own loop retries with backoff, and a long kafkajs retry
   // on one bad reply topic would hold up every other result behind it.
   const producer = createBatchingProducer(kafka, logger, {
     name: "result-producer",
+    ...(signer ? { signer } : {}),
     retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 },
   });
   let stopping = false;

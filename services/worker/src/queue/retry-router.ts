@@ -1,6 +1,6 @@
 import type { IHeaders, Kafka } from "kafkajs";
 import { create } from "@bufbuild/protobuf";
-import { createBatchingProducer, deadLetterTopic, encodeEnvelope, retryTopic, type Logger } from "@shoal/common";
+import { createBatchingProducer, deadLetterTopic, encodeEnvelope, retryTopic, type Logger, type RecordSigner } from "@shoal/common";
 import { JobEnvelopeSchema, type JobEnvelope } from "@shoal/gen/shoal/v1/job_pb.ts";
 
 /** Headers of a dead letter: why it is there, and where it came from. */
@@ -24,8 +24,16 @@ export interface RetryRouter {
   stop(): Promise<void>;
 }
 
-export function createRetryRouter(kafka: Kafka, logger: Logger, opts: { pool: string; workerId: string; maxAttempts: number }): RetryRouter {
-  const producer = createBatchingProducer(kafka, logger, { name: "retry-producer", retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 2_000 } });
+export function createRetryRouter(
+  kafka: Kafka,
+  logger: Logger,
+  opts: { pool: string; workerId: string; maxAttempts: number; signer?: RecordSigner },
+): RetryRouter {
+  const producer = createBatchingProducer(kafka, logger, {
+    name: "retry-producer",
+    retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 2_000 },
+    ...(opts.signer ? { signer: opts.signer } : {}),
+  });
   const retries = retryTopic(opts.pool);
   const dead = deadLetterTopic(opts.pool);
   return {

@@ -1,0 +1,122 @@
+import assert from "node:assert/strict";
+import { randomBytes, randomUUID } from "node:crypto";
+import { after, before, describe, test } from "node:test";
+import { create } from "@bufbuild/protobuf";
+import { createRecordSigner, encodeEnvelope, encodeResult, jobsTopic, replyTopic, SIGNATURE_HEADER } from "@shoal/common";
+import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
+import { JobEnvelopeSchema, JobResultSchema, JobStatus } from "@shoal/gen/shoal/v1/job_pb.ts";
+import { Kafka, logLevel, type Producer } from "kafkajs";
+import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
+import { clientsFor } from "./harness/clients.ts";
+import { scrape, total } from "./harness/prometheus.ts";
+
+/**
+ * The Kafka trust boundary (issue #19): with SHOAL_CLUSTER_KEYS on every service, a client that
+ * can produce to Shoal's topics can neither have a forged job run nor answer a call with a forged
+ * result. Each forgery is paired with the same record correctly signed, which does get through,
+ * so the test fails if verification rejects everything (or nothing).
+ */
+describe("cluster keys: job, result and cancel records are signed and checked", () => {
+  const key = randomBytes(32).toString("hex");
+  const rightly = createRecordSigner([Buffer.from(key, "hex")]);
+  const wrongly = createRecordSigner([randomBytes(32)]);
+  let cluster: TestCluster;
+  let producer: Producer;
+  let workerMetrics: string;
+
+  before(async () => {
+    cluster = await startCluster({ gatewayEnv: { SHOAL_CLUSTER_KEYS: key }, workerEnv: { SHOAL_CLUSTER_KEYS: key } });
+    const line = await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs");
+    workerMetrics = `http://127.0.0.1:${String(line["httpPort"])}/metrics`;
+    producer = new Kafka({ clientId: "e2e-forger", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING }).producer();
+    await producer.connect();
+  });
+  after(async () => {
+    await producer?.disconnect();
+    await cluster?.stop();
+  });
+
+  const gatewayReplies = () => replyTopic(`${cluster.pool}-g0`);
+  const until = async (what: string, check: () => Promise<boolean>): Promise<void> => {
+    for (let i = 0; i < 100; i++) {
+      if (await check()) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.fail(`not within 10 s: ${what}`);
+  };
+
+  test("signed end to end: Embed is answered", async () => {
+    const { inference } = clientsFor(cluster.urls[0]!, "connect");
+    const res = await inference.embed({ model: cluster.modelIds[0]!, inputs: ["signed all the way"] }, { timeoutMs: 20_000 });
+    assert.equal(res.embeddings.length, 1);
+  });
+
+  test("a forged job (unsigned, or signed with another key) is never run; the same job signed with the cluster key is", async () => {
+    const job = (id: string) =>
+      Buffer.from(
+        encodeEnvelope(
+          create(JobEnvelopeSchema, {
+            jobId: id,
+            model: cluster.modelIds[0]!,
+            deadlineUnixMs: BigInt(Date.now() + 30_000),
+            enqueuedUnixMs: BigInt(Date.now()),
+            replyTo: { topic: gatewayReplies(), partition: 0 },
+            attempt: 1,
+            lane: Lane.INTERACTIVE,
+            tenant: "someone-else",
+            task: { case: "embed", value: { inputs: ["forged"], normalize: true, truncate: true } },
+          }),
+        ),
+      );
+    const rejectedBefore = total(await scrape(workerMetrics), "shoal_worker_records_rejected_total");
+    const jobsBefore = total(await scrape(workerMetrics), "shoal_worker_jobs_total");
+    const unsigned = job(randomUUID());
+    const otherKey = job(randomUUID());
+    await producer.send({
+      topic: jobsTopic(cluster.pool, Lane.INTERACTIVE),
+      messages: [{ value: unsigned }, { value: otherKey, headers: { [SIGNATURE_HEADER]: wrongly.sign("job", otherKey)! } }],
+    });
+    await until(
+      "the worker rejects both forgeries",
+      async () => total(await scrape(workerMetrics), "shoal_worker_records_rejected_total") >= rejectedBefore + 2,
+    );
+    const signed = job(randomUUID());
+    await producer.send({
+      topic: jobsTopic(cluster.pool, Lane.INTERACTIVE),
+      messages: [{ value: signed, headers: { [SIGNATURE_HEADER]: rightly.sign("job", signed)! } }],
+    });
+    await until("the rightly signed job runs", async () => total(await scrape(workerMetrics), "shoal_worker_jobs_total") >= jobsBefore + 1);
+    const m = await scrape(workerMetrics);
+    assert.equal(total(m, "shoal_worker_records_rejected_total"), rejectedBefore + 2);
+    assert.equal(total(m, "shoal_worker_jobs_total"), jobsBefore + 1, "only the signed job was answered");
+  });
+
+  test("a forged result never reaches a call; a rightly signed one passes verification", async () => {
+    const gatewayMetrics = `${cluster.urls[0]}/metrics`;
+    const result = (id: string) => Buffer.from(encodeResult(create(JobResultSchema, { jobId: id, status: JobStatus.OK, workerId: "forger", attempt: 1 })));
+    const forged = result(randomUUID());
+    const wrong = result(randomUUID());
+    const right = result(randomUUID());
+    const droppedBefore = total(await scrape(gatewayMetrics), "shoal_gateway_results_dropped_total");
+    await producer.send({
+      topic: gatewayReplies(),
+      messages: [
+        { value: forged },
+        { value: wrong, headers: { [SIGNATURE_HEADER]: wrongly.sign("result", wrong)! } },
+        // A job's signature on a result's bytes: the kind is part of the MAC.
+        { value: right, headers: { [SIGNATURE_HEADER]: rightly.sign("job", right)! } },
+      ],
+    });
+    await until(
+      "the gateway refuses the three forgeries",
+      async () => total(await scrape(gatewayMetrics), "shoal_gateway_records_rejected_total", { reason: "signature" }) >= 3,
+    );
+    await producer.send({ topic: gatewayReplies(), messages: [{ value: right, headers: { [SIGNATURE_HEADER]: rightly.sign("result", right)! } }] });
+    // Nobody waits for that job id: it passes the signature check and is dropped as unknown.
+    await until(
+      "the signed result passes the check",
+      async () => total(await scrape(gatewayMetrics), "shoal_gateway_results_dropped_total") >= droppedBefore + 1,
+    );
+    assert.equal(total(await scrape(gatewayMetrics), "shoal_gateway_records_rejected_total", { reason: "signature" }), 3);
+  });
+});
