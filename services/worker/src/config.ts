@@ -1,6 +1,7 @@
-import { availableParallelism, hostname, totalmem } from "node:os";
+import { availableParallelism, hostname } from "node:os";
 import { EnvReader, INTAKE_KINDS, parseByteSize, readClusterKeys, readKafkaSettings, type IntakeKind, type KafkaSettings } from "@shoal/common";
 import { DEFAULT_BATCH_MAX_TOKENS } from "./batching/batcher.ts";
+import { memoryLimitBytes } from "./memory-limit.ts";
 import { simProfileIds } from "./runtime/simulated/profile.ts";
 
 /**
@@ -115,7 +116,8 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
   const heartbeatIntervalMs = r.int("SHOAL_HEARTBEAT_INTERVAL_MS", 1_000, { min: 100 });
   if (heartbeatIntervalMs * 3 > sessionTimeoutMs) r.problem("SHOAL_HEARTBEAT_INTERVAL_MS must be at most a third of SHOAL_SESSION_TIMEOUT_MS");
   const budgetText = r.optionalString("SHOAL_MEMORY_BUDGET");
-  const memoryBudgetBytes = budgetText === undefined ? Math.floor(totalmem() / 2) : parseByteSize(budgetText);
+  // Half of what this process may use: the cgroup's limit in a container, else the host's memory.
+  const memoryBudgetBytes = budgetText === undefined ? Math.floor(memoryLimitBytes() / 2) : parseByteSize(budgetText);
   if (memoryBudgetBytes === null) r.problem(`SHOAL_MEMORY_BUDGET: expected a size such as 4GiB or a byte count (got '${budgetText}')`);
   // Two sessions per model by default (one can serve interactive work while the batch lane has
   // the other), splitting the cores between them: on 2 cores that is also the most tokens/s.

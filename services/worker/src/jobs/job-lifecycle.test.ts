@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
-import { createLogger, decodeEnvelope, encodeEnvelope, type CatalogModel } from "@shoal/common";
+import { createLogger, createRecordSigner, decodeEnvelope, encodeEnvelope, SIGNATURE_HEADER, type CatalogModel } from "@shoal/common";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { JobEnvelopeSchema, JobResultSchema, JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import type { Delivery, Settlement } from "../intake/intake.ts";
@@ -210,6 +210,38 @@ describe("job lifecycle", () => {
     assert.equal(tooLarge.produced[0]!.result.status, JobStatus.RESOURCE_EXHAUSTED);
     assert.equal(broken.produced[0]!.result.status, JobStatus.UNAVAILABLE);
     assert.match(broken.produced[0]!.result.message, /could not be loaded on worker w-1: model.onnx: no such file/);
+  });
+
+  test("metric labels never take a model name from a record: unknown models count as 'other'", async () => {
+    const h = harness();
+    for (let i = 0; i < 5; i++) h.jobs.deliver(delivery(envelope({ jobId: `j-${i}`, model: `attacker-${i}-${"x".repeat(200)}` })));
+    await tick();
+    for (const p of h.produced) p.landed.resolve();
+    await tick();
+    const text = await h.metrics.registry.metrics();
+    const models = new Set([...text.matchAll(/shoal_worker_jobs_total\{[^}]*model="([^"]*)"/g)].map((m) => m[1]));
+    assert.deepEqual([...models], ["other"]);
+    assert.equal(h.produced.length, 5, "each still answered NOT_FOUND");
+  });
+
+  test("with cluster keys, unsigned and wrongly signed job records are rejected before decoding; a signed one runs", async () => {
+    const key = Buffer.alloc(32, 7);
+    const signer = createRecordSigner([key]);
+    const h = harnessWith({ signer });
+    const unsigned = delivery(envelope({ jobId: "j-unsigned" }));
+    const wrong = envelope({ jobId: "j-wrong" });
+    const signedValue = envelope({ jobId: "j-signed" });
+    const forged = { ...delivery(wrong), headers: { [SIGNATURE_HEADER]: createRecordSigner([Buffer.alloc(32, 8)]).sign("job", wrong)! } };
+    const signed = { ...delivery(signedValue), headers: { [SIGNATURE_HEADER]: signer.sign("job", signedValue)! } };
+    h.jobs.deliver(unsigned);
+    h.jobs.deliver(forged);
+    h.jobs.deliver(signed);
+    await tick();
+    assert.deepEqual(
+      h.produced.map((p) => p.result.jobId),
+      ["j-signed"],
+    );
+    assert.equal((await h.metrics.registry.getSingleMetric("shoal_worker_records_rejected_total")?.get())?.values[0]?.value, 2);
   });
 
   test("a failed run goes to the retry topic with its record settled; the last attempt is dead-lettered and answered INTERNAL", async () => {

@@ -181,7 +181,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
         log.warn({ err, jobId: envelope.jobId }, "could not write the job to the retry topic; giving it back for redelivery");
         return settle(envelope, "release", "REDELIVER", true);
       }
-      metrics.retries.inc({ model: envelope.model });
+      metrics.retries.inc({ model: modelLabel(envelope.model) });
       log.warn({ jobId: envelope.jobId, model: envelope.model, attempt, reason: result.message }, "job failed; retrying through the retry topic");
       return settle(envelope, "done", "RETRY", true);
     }
@@ -221,7 +221,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     const replyTo = envelope.replyTo!;
     const entry = inFlight.get(keyOf(envelope));
     const status = JobStatus[result.status];
-    metrics.jobs.inc({ model: envelope.model, status });
+    metrics.jobs.inc({ model: modelLabel(envelope.model), status });
     const reply = entry?.trace.replyPublish(replyTo.topic);
     deps.results.send(replyTo.topic, replyTo.partition, result, reply?.headers).then(
       () => {
@@ -286,6 +286,11 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       "rejected a job record without a valid signature (SHOAL_CLUSTER_KEYS): not run",
     );
     delivery.settle("reject");
+  }
+
+  /** A metric label from a record: a catalog model id, or `other` (labels never take raw record strings). */
+  function modelLabel(id: string): string {
+    return deps.model(id) === undefined ? "other" : id;
   }
 
   function deliver(delivery: Delivery): void {
