@@ -2,8 +2,10 @@ import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { startScratchBroker, type ScratchBroker } from "../infra/dev/broker.ts";
-import { startCluster, type TestCluster } from "./harness/cluster.ts";
+import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor, maxAbsDiff } from "./harness/clients.ts";
+import { scrape, total } from "./harness/prometheus.ts";
+import { type ReplySnapshot, repliesSince, replySnapshot } from "./harness/reply-topic.ts";
 
 interface Tally {
   sent: number;
@@ -16,13 +18,14 @@ interface Tally {
 /** Bounded closed-loop load: `total` requests from `concurrency` loops, each checked against its reference vector. */
 async function load(
   cluster: TestCluster,
-  opts: { total: number; concurrency: number; gateway?: number; onSent?: (n: number) => void; timeoutMs?: number },
+  opts: { total: number; concurrency: number; gateway?: number; onSent?: (n: number) => void; timeoutMs?: number; beforeLoad?: () => Promise<void> },
 ): Promise<Tally> {
   const model = cluster.modelIds[0]!;
   const { inference } = clientsFor(cluster.urls[opts.gateway ?? 0]!, "grpc");
   const texts = Array.from({ length: 20 }, (_, i) => `chaos request ${i} ${"words ".repeat(i)}`);
   const expected = new Map<number, number[]>();
   for (const [i, t] of texts.entries()) expected.set(i, (await inference.embed({ model, inputs: [t] })).embeddings[0]!.values);
+  await opts.beforeLoad?.();
   const tally: Tally = { sent: 0, answered: 0, failed: new Map(), wrong: 0, latencies: [] };
   let next = 0;
   await Promise.all(
@@ -60,10 +63,17 @@ describe("chaos on the real stack (bounded): crashes, drains and a broker outage
   test("kill -9 a worker under steady load: 0 lost, 0 wrong, recovery in seconds", async () => {
     const cluster = await startCluster({ workers: 2, workerEnv: { SHOAL_SESSION_TIMEOUT_MS: "3000", SHOAL_HEARTBEAT_INTERVAL_MS: "500" } });
     cleanup.push(() => cluster.stop());
+    const replyTopic = String((await cluster.gateways[0]!.waitForLog((l) => l.msg === "gateway serving"))["replyTopic"]);
+    const gatewayMetrics = `${cluster.urls[0]}/metrics`;
     let killedAt = 0;
+    const snapshot = () => replySnapshot(kafkaBrokers(), replyTopic, async () => total(await scrape(gatewayMetrics), "shoal_gateway_results_dropped_total"));
+    let before: ReplySnapshot | undefined;
     const tally = await load(cluster, {
       total: 400,
       concurrency: 16,
+      beforeLoad: async () => {
+        before = await snapshot();
+      },
       onSent: (n) => {
         if (n === 120) {
           killedAt = performance.now();
@@ -72,9 +82,16 @@ describe("chaos on the real stack (bounded): crashes, drains and a broker outage
       },
     });
     const recoveryS = Math.max(...tally.latencies) / 1000;
+    // Where duplicates can appear: a job the killed worker had computed but not acknowledged runs
+    // again elsewhere, so its result is on the reply topic twice. The gateway answers each call
+    // once: every result record is either the one answer to a call or counted as dropped.
+    const replies = await repliesSince(before!, tally.answered, snapshot);
     console.log(
-      `kill -9: sent ${tally.sent}, answered ${tally.answered}, lost ${tally.sent - tally.answered}, duplicates delivered 0, wrong ${tally.wrong}, worst latency (recovery) ${recoveryS.toFixed(1)} s`,
+      `kill -9: sent ${tally.sent}, answered ${tally.answered}, lost ${tally.sent - tally.answered}, wrong ${tally.wrong}, worst latency (recovery) ${recoveryS.toFixed(1)} s; ` +
+        `reply topic: ${replies.results} results for ${replies.jobs} jobs (${replies.computedTwice} computed twice), ${replies.dropped} dropped by the gateway, ${replies.unaccounted} unaccounted (delivered twice)`,
     );
+    assert.equal(replies.jobs, tally.answered, "one job per answered call on the reply topic");
+    assert.equal(replies.unaccounted, 0, "every result beyond a call's one answer was dropped, none delivered twice");
     assert.ok(killedAt > 0);
     assert.equal(tally.answered, 400, `every request answered (failed: ${JSON.stringify([...tally.failed])})`);
     assert.equal(tally.wrong, 0);
