@@ -29,3 +29,13 @@ test("bounded: past capacity the oldest cancels are forgotten", () => {
   assert.equal(set.has("a"), false);
   assert.equal(set.has("d"), true);
 });
+
+test("a far-future deadline (forged or absurd) still expires after the cap", () => {
+  let now = 0;
+  const set = new CancelSet(10, 100, () => now, 1_000);
+  set.add("f", 2 ** 52);
+  now = 999;
+  assert.equal(set.has("f"), true);
+  now = 1_001;
+  assert.equal(set.has("f"), false);
+});

@@ -1,6 +1,7 @@
 /**
- * Job ids whose callers left, each remembered until its deadline (or `ttlMs` without one), at
- * most `capacity` at once (oldest forgotten first): memory stays bounded whatever arrives.
+ * Job ids whose callers left, each remembered until its deadline (or `ttlMs` without one), never
+ * longer than `maxTtlMs` (a forged far-future deadline expires too), at most `capacity` at once
+ * (oldest forgotten first): memory stays bounded whatever arrives.
  */
 export class CancelSet {
   private readonly until = new Map<string, number>();
@@ -9,11 +10,12 @@ export class CancelSet {
     private readonly capacity: number,
     private readonly ttlMs: number,
     private readonly now: () => number = Date.now,
+    private readonly maxTtlMs = 15 * 60_000,
   ) {}
 
   add(jobId: string, deadlineUnixMs: number): void {
     const t = this.now();
-    const expires = deadlineUnixMs > t ? deadlineUnixMs : t + this.ttlMs;
+    const expires = Math.min(deadlineUnixMs > t ? deadlineUnixMs : t + this.ttlMs, t + this.maxTtlMs);
     this.until.delete(jobId);
     this.until.set(jobId, expires);
     while (this.until.size > this.capacity) {
