@@ -29,6 +29,18 @@ describe("bad input gets a clear error with the right code; nothing crashes", ()
     assert.match(r.message, /no-such-model/);
   });
 
+  test("per-route body caps: a 100 KiB GetModel is refused ResourceExhausted while Embed takes far larger bodies", async () => {
+    const { models, inference } = clientsFor(cluster.urls[0]!, "connect");
+    const r = await codeOf(models.getModel({ id: "x".repeat(100 * 1024) }));
+    assert.equal(r.code, Code.ResourceExhausted);
+    assert.match(r.message, /message size .* is larger than configured readMaxBytes 65536/);
+    const big = await inference.embed(
+      { model, inputs: Array.from({ length: 16 }, () => "word ".repeat(999)), options: { truncate: true } },
+      { timeoutMs: 60_000 },
+    );
+    assert.equal(big.embeddings.length, 16, "an 80 KB Embed is served");
+  });
+
   test("empty input list, empty text, too many inputs, too many characters -> InvalidArgument naming the limit", async () => {
     const { inference } = clientsFor(cluster.urls[0]!, "grpc");
     const empty = await codeOf(inference.embed({ model, inputs: [] }));

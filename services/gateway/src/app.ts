@@ -70,6 +70,9 @@ export function mapErrors(logger: Logger): Interceptor {
   };
 }
 
+/** Body cap of every RPC but inference (models, cluster, health, reflection): their requests are tiny. */
+export const METADATA_MAX_REQUEST_BYTES = 64 * 1024;
+
 /** The gateway's composition root. */
 export function createGatewayApp(config: GatewayConfig, logger: Logger): GatewayApp {
   const log = logger.child({ component: "app", instance: config.instanceId });
@@ -179,16 +182,20 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       compressMinBytes: Number.MAX_SAFE_INTEGER,
       routes(router) {
         router.service(InferenceService, inference);
+        // Per-route body caps: only inference takes large bodies; metadata calls are a few bytes.
+        const small = { readMaxBytes: METADATA_MAX_REQUEST_BYTES };
         router.service(
           ModelService,
           createModelService(catalog, () => cluster.workers()),
+          small,
         );
         router.service(
           ClusterService,
           createClusterService(cluster, () => lagMonitor?.lag ?? new Map()),
+          small,
         );
-        router.service(Health, createHealthService(health));
-        registerReflection(router, [InferenceService, ModelService, ClusterService, Health]);
+        router.service(Health, createHealthService(health), small);
+        registerReflection(router, [InferenceService, ModelService, ClusterService, Health], small);
       },
       fallback(req, res) {
         const reply = (status: number, body: string): void => {

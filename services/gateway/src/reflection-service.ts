@@ -133,8 +133,8 @@ export function createReflectionV1alpha(index: DescriptorIndex): ServiceImpl<typ
  * Serves gRPC server reflection (v1 and v1alpha) on `router` for `services` and for itself, so
  * `grpcurl`, `buf curl --reflect` and Postman can list and call the API without the .proto files.
  */
-export function registerReflection(router: ConnectRouter, services: readonly DescService[]): void {
+export function registerReflection(router: ConnectRouter, services: readonly DescService[], options: { readMaxBytes?: number } = {}): void {
   const index = new DescriptorIndex([...services, v1.ServerReflection, v1alpha.ServerReflection]);
-  router.service(v1.ServerReflection, createReflectionV1(index));
-  router.service(v1alpha.ServerReflection, createReflectionV1alpha(index));
+  router.service(v1.ServerReflection, createReflectionV1(index), options);
+  router.service(v1alpha.ServerReflection, createReflectionV1alpha(index), options);
 }
