@@ -89,6 +89,9 @@ class FakeServer {
           timing: { queueMs: 1, tokenizeMs: 2, inferenceMs: 3, totalMs: 7 },
         };
       },
+      tokenize: () => {
+        throw new ConnectError("Tokenize is not used by the client", Code.Unimplemented);
+      },
       classify: (req, ctx) => {
         this.classifyCalls.push(req);
         this.headers.push(ctx.requestHeader);
