@@ -20,7 +20,6 @@ export function estimateJobTokens(envelope: JobEnvelope, maxSequenceLength: numb
     case "rerank":
       return task.value.documents.reduce((n, d) => n + text(task.value.query.length + d.length + 1), 0);
     // Tokenize runs no model: it holds no compute a prefetch budget must account for.
-    case "tokenize":
     default:
       return 0;
   }
