@@ -271,7 +271,7 @@ export enum EmbeddingType {
   FLOAT = 1,
 
   /**
-   * One signed byte per dimension: round(v * 127) of the (normalised) vector, clamped to
+   * One signed byte per dimension: round(v * 127) (halves away from zero) of the (normalised) vector, clamped to
    * [-127, 127] (Embedding.int8, two's complement bytes).
    *
    * @generated from enum value: EMBEDDING_TYPE_INT8 = 2;
