@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file shoal/v1/common.proto.
  */
 export const file_shoal_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("ChVzaG9hbC92MS9jb21tb24ucHJvdG8SCHNob2FsLnYxIjQKBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKA0SFAoMdG90YWxfdG9rZW5zGAIgASgNIlcKBlRpbWluZxIQCghxdWV1ZV9tcxgBIAEoARITCgt0b2tlbml6ZV9tcxgCIAEoARIUCgxpbmZlcmVuY2VfbXMYAyABKAESEAoIdG90YWxfbXMYBCABKAEqUAoEVGFzaxIUChBUQVNLX1VOU1BFQ0lGSUVEEAASDgoKVEFTS19FTUJFRBABEg8KC1RBU0tfUkVSQU5LEAISEQoNVEFTS19DTEFTU0lGWRADKkIKBExhbmUSFAoQTEFORV9VTlNQRUNJRklFRBAAEhQKEExBTkVfSU5URVJBQ1RJVkUQARIOCgpMQU5FX0JBVENIEAJiBnByb3RvMw");
+  fileDesc("ChVzaG9hbC92MS9jb21tb24ucHJvdG8SCHNob2FsLnYxIjQKBVVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKA0SFAoMdG90YWxfdG9rZW5zGAIgASgNIlcKBlRpbWluZxIQCghxdWV1ZV9tcxgBIAEoARITCgt0b2tlbml6ZV9tcxgCIAEoARIUCgxpbmZlcmVuY2VfbXMYAyABKAESEAoIdG90YWxfbXMYBCABKAEqUAoEVGFzaxIUChBUQVNLX1VOU1BFQ0lGSUVEEAASDgoKVEFTS19FTUJFRBABEg8KC1RBU0tfUkVSQU5LEAISEQoNVEFTS19DTEFTU0lGWRADKkIKBExhbmUSFAoQTEFORV9VTlNQRUNJRklFRBAAEhQKEExBTkVfSU5URVJBQ1RJVkUQARIOCgpMQU5FX0JBVENIEAIqzQEKCUlucHV0VHlwZRIaChZJTlBVVF9UWVBFX1VOU1BFQ0lGSUVEEAASFAoQSU5QVVRfVFlQRV9RVUVSWRABEhcKE0lOUFVUX1RZUEVfRE9DVU1FTlQQAhIbChdJTlBVVF9UWVBFX1NFQVJDSF9RVUVSWRADEh4KGklOUFVUX1RZUEVfU0VBUkNIX0RPQ1VNRU5UEAQSHQoZSU5QVVRfVFlQRV9DTEFTU0lGSUNBVElPThAFEhkKFUlOUFVUX1RZUEVfQ0xVU1RFUklORxAGKmcKClRydW5jYXRpb24SGgoWVFJVTkNBVElPTl9VTlNQRUNJRklFRBAAEhMKD1RSVU5DQVRJT05fTk9ORRABEhQKEFRSVU5DQVRJT05fU1RBUlQQAhISCg5UUlVOQ0FUSU9OX0VORBADKrMBCg1FbWJlZGRpbmdUeXBlEh4KGkVNQkVERElOR19UWVBFX1VOU1BFQ0lGSUVEEAASGAoURU1CRURESU5HX1RZUEVfRkxPQVQQARIXChNFTUJFRERJTkdfVFlQRV9JTlQ4EAISGAoURU1CRURESU5HX1RZUEVfVUlOVDgQAxIZChVFTUJFRERJTkdfVFlQRV9CSU5BUlkQBBIaChZFTUJFRERJTkdfVFlQRV9VQklOQVJZEAViBnByb3RvMw");
 
 /**
  * Tokens consumed by a request.
@@ -147,4 +147,163 @@ export enum Lane {
  */
 export const LaneSchema: GenEnum<Lane> = /*@__PURE__*/
   enumDesc(file_shoal_v1_common, 1);
+
+/**
+ * The role of the texts of an Embed or Tokenize call. The worker maps it to the model's own
+ * prompt (the catalog's `prompts`: E5's "query: " / "passage: ", BGE's retrieval instruction
+ * before queries) and puts it in front of each text. A model that declares no prompt for the
+ * role gets the text as sent, so the option is always safe to set.
+ *
+ * @generated from enum shoal.v1.InputType
+ */
+export enum InputType {
+  /**
+   * No prompt: the text is embedded as sent (today's behaviour).
+   *
+   * @generated from enum value: INPUT_TYPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A search query: the model's query prompt.
+   *
+   * @generated from enum value: INPUT_TYPE_QUERY = 1;
+   */
+  QUERY = 1,
+
+  /**
+   * A text that is searched (document, passage): the model's passage prompt.
+   *
+   * @generated from enum value: INPUT_TYPE_DOCUMENT = 2;
+   */
+  DOCUMENT = 2,
+
+  /**
+   * Cohere's names: search_query = QUERY, search_document = DOCUMENT.
+   *
+   * @generated from enum value: INPUT_TYPE_SEARCH_QUERY = 3;
+   */
+  SEARCH_QUERY = 3,
+
+  /**
+   * @generated from enum value: INPUT_TYPE_SEARCH_DOCUMENT = 4;
+   */
+  SEARCH_DOCUMENT = 4,
+
+  /**
+   * Cohere's classification / clustering: symmetric tasks, given the model's query prompt
+   * (E5's card: "query: " for symmetric tasks; BGE's instruction is for retrieval queries only,
+   * so BGE gets none).
+   *
+   * @generated from enum value: INPUT_TYPE_CLASSIFICATION = 5;
+   */
+  CLASSIFICATION = 5,
+
+  /**
+   * @generated from enum value: INPUT_TYPE_CLUSTERING = 6;
+   */
+  CLUSTERING = 6,
+}
+
+/**
+ * Describes the enum shoal.v1.InputType.
+ */
+export const InputTypeSchema: GenEnum<InputType> = /*@__PURE__*/
+  enumDesc(file_shoal_v1_common, 2);
+
+/**
+ * What to do with a text longer than the model's max sequence length.
+ *
+ * @generated from enum shoal.v1.Truncation
+ */
+export enum Truncation {
+  /**
+   * The request's boolean `truncate` decides: false is NONE, true is END.
+   *
+   * @generated from enum value: TRUNCATION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Reject the call with INVALID_ARGUMENT naming the token count and the limit.
+   *
+   * @generated from enum value: TRUNCATION_NONE = 1;
+   */
+  NONE = 1,
+
+  /**
+   * Drop tokens from the start of the text (the prompt and special tokens stay).
+   *
+   * @generated from enum value: TRUNCATION_START = 2;
+   */
+  START = 2,
+
+  /**
+   * Drop tokens from the end of the text (the special tokens stay).
+   *
+   * @generated from enum value: TRUNCATION_END = 3;
+   */
+  END = 3,
+}
+
+/**
+ * Describes the enum shoal.v1.Truncation.
+ */
+export const TruncationSchema: GenEnum<Truncation> = /*@__PURE__*/
+  enumDesc(file_shoal_v1_common, 3);
+
+/**
+ * A vector type an Embed call can return (Cohere's embedding_types), several at once.
+ *
+ * @generated from enum shoal.v1.EmbeddingType
+ */
+export enum EmbeddingType {
+  /**
+   * @generated from enum value: EMBEDDING_TYPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * float32 values (Embedding.values or float32_le, per `encoding`).
+   *
+   * @generated from enum value: EMBEDDING_TYPE_FLOAT = 1;
+   */
+  FLOAT = 1,
+
+  /**
+   * One signed byte per dimension: round(v * 127) (halves away from zero) of the (normalised) vector, clamped to
+   * [-127, 127] (Embedding.int8, two's complement bytes).
+   *
+   * @generated from enum value: EMBEDDING_TYPE_INT8 = 2;
+   */
+  INT8 = 2,
+
+  /**
+   * One unsigned byte per dimension: round((v + 1) * 127.5) clamped to [0, 255] (Embedding.uint8).
+   *
+   * @generated from enum value: EMBEDDING_TYPE_UINT8 = 3;
+   */
+  UINT8 = 3,
+
+  /**
+   * Sign bits packed MSB-first (v > 0 is 1), dimensions/8 bytes, each stored as byte - 128
+   * (Embedding.binary, two's complement bytes), as sentence-transformers' quantize_embeddings.
+   *
+   * @generated from enum value: EMBEDDING_TYPE_BINARY = 4;
+   */
+  BINARY = 4,
+
+  /**
+   * The same bits as BINARY as unsigned bytes (Embedding.ubinary).
+   *
+   * @generated from enum value: EMBEDDING_TYPE_UBINARY = 5;
+   */
+  UBINARY = 5,
+}
+
+/**
+ * Describes the enum shoal.v1.EmbeddingType.
+ */
+export const EmbeddingTypeSchema: GenEnum<EmbeddingType> = /*@__PURE__*/
+  enumDesc(file_shoal_v1_common, 4);
 

@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Lane, Timing, Usage } from "./common_pb.ts";
+import type { EmbeddingType, InputType, Lane, Timing, Truncation, Usage } from "./common_pb.ts";
 import { file_shoal_v1_common } from "./common_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file shoal/v1/inference.proto.
  */
 export const file_shoal_v1_inference: GenFile = /*@__PURE__*/
-  fileDesc("ChhzaG9hbC92MS9pbmZlcmVuY2UucHJvdG8SCHNob2FsLnYxInQKDEVtYmVkUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZpbnB1dHMYAiADKAkSJwoHb3B0aW9ucxgDIAEoCzIWLnNob2FsLnYxLkVtYmVkT3B0aW9ucxIcCgRsYW5lGAQgASgOMg4uc2hvYWwudjEuTGFuZSJyCgxFbWJlZE9wdGlvbnMSFgoJbm9ybWFsaXplGAEgASgISACIAQESEAoIdHJ1bmNhdGUYAiABKAgSKgoIZW5jb2RpbmcYAyABKA4yGC5zaG9hbC52MS5WZWN0b3JFbmNvZGluZ0IMCgpfbm9ybWFsaXplIokBCg1FbWJlZFJlc3BvbnNlEg0KBW1vZGVsGAEgASgJEicKCmVtYmVkZGluZ3MYAiADKAsyEy5zaG9hbC52MS5FbWJlZGRpbmcSHgoFdXNhZ2UYAyABKAsyDy5zaG9hbC52MS5Vc2FnZRIgCgZ0aW1pbmcYBCABKAsyEC5zaG9hbC52MS5UaW1pbmciYQoJRW1iZWRkaW5nEg0KBWluZGV4GAEgASgNEg4KBnZhbHVlcxgCIAMoAhISCgpmbG9hdDMyX2xlGAUgASgMEg4KBnRva2VucxgDIAEoDRIRCgl0cnVuY2F0ZWQYBCABKAgiqAEKDVJlcmFua1JlcXVlc3QSDQoFbW9kZWwYASABKAkSDQoFcXVlcnkYAiABKAkSEQoJZG9jdW1lbnRzGAMgAygJEhIKBXRvcF9rGAQgASgNSACIAQESEAoIdHJ1bmNhdGUYBSABKAgSGAoQcmV0dXJuX2RvY3VtZW50cxgGIAEoCBIcCgRsYW5lGAcgASgOMg4uc2hvYWwudjEuTGFuZUIICgZfdG9wX2siigEKDlJlcmFua1Jlc3BvbnNlEg0KBW1vZGVsGAEgASgJEicKB3Jlc3VsdHMYAiADKAsyFi5zaG9hbC52MS5SZXJhbmtSZXN1bHQSHgoFdXNhZ2UYAyABKAsyDy5zaG9hbC52MS5Vc2FnZRIgCgZ0aW1pbmcYBCABKAsyEC5zaG9hbC52MS5UaW1pbmciYQoMUmVyYW5rUmVzdWx0Eg0KBWluZGV4GAEgASgNEg0KBXNjb3JlGAIgASgCEhAKCGRvY3VtZW50GAMgASgJEg4KBnRva2VucxgEIAEoDRIRCgl0cnVuY2F0ZWQYBSABKAgifgoPQ2xhc3NpZnlSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg4KBmlucHV0cxgCIAMoCRISCgV0b3BfaxgDIAEoDUgAiAEBEhAKCHRydW5jYXRlGAQgASgIEhwKBGxhbmUYBSABKA4yDi5zaG9hbC52MS5MYW5lQggKBl90b3BfayKWAQoQQ2xhc3NpZnlSZXNwb25zZRINCgVtb2RlbBgBIAEoCRIxCg9jbGFzc2lmaWNhdGlvbnMYAiADKAsyGC5zaG9hbC52MS5DbGFzc2lmaWNhdGlvbhIeCgV1c2FnZRgDIAEoCzIPLnNob2FsLnYxLlVzYWdlEiAKBnRpbWluZxgEIAEoCzIQLnNob2FsLnYxLlRpbWluZyJoCg5DbGFzc2lmaWNhdGlvbhINCgVpbmRleBgBIAEoDRIkCgZsYWJlbHMYAiADKAsyFC5zaG9hbC52MS5MYWJlbFNjb3JlEg4KBnRva2VucxgDIAEoDRIRCgl0cnVuY2F0ZWQYBCABKAgiKgoKTGFiZWxTY29yZRINCgVsYWJlbBgBIAEoCRINCgVzY29yZRgCIAEoAipsCg5WZWN0b3JFbmNvZGluZxIfChtWRUNUT1JfRU5DT0RJTkdfVU5TUEVDSUZJRUQQABIZChVWRUNUT1JfRU5DT0RJTkdfRkxPQVQQARIeChpWRUNUT1JfRU5DT0RJTkdfRkxPQVQzMl9MRRACMswBChBJbmZlcmVuY2VTZXJ2aWNlEjgKBUVtYmVkEhYuc2hvYWwudjEuRW1iZWRSZXF1ZXN0Ghcuc2hvYWwudjEuRW1iZWRSZXNwb25zZRI7CgZSZXJhbmsSFy5zaG9hbC52MS5SZXJhbmtSZXF1ZXN0Ghguc2hvYWwudjEuUmVyYW5rUmVzcG9uc2USQQoIQ2xhc3NpZnkSGS5zaG9hbC52MS5DbGFzc2lmeVJlcXVlc3QaGi5zaG9hbC52MS5DbGFzc2lmeVJlc3BvbnNlYgZwcm90bzM", [file_shoal_v1_common]);
+  fileDesc("ChhzaG9hbC92MS9pbmZlcmVuY2UucHJvdG8SCHNob2FsLnYxInQKDEVtYmVkUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZpbnB1dHMYAiADKAkSJwoHb3B0aW9ucxgDIAEoCzIWLnNob2FsLnYxLkVtYmVkT3B0aW9ucxIcCgRsYW5lGAQgASgOMg4uc2hvYWwudjEuTGFuZSKfAgoMRW1iZWRPcHRpb25zEhYKCW5vcm1hbGl6ZRgBIAEoCEgAiAEBEhAKCHRydW5jYXRlGAIgASgIEioKCGVuY29kaW5nGAMgASgOMhguc2hvYWwudjEuVmVjdG9yRW5jb2RpbmcSJwoKaW5wdXRfdHlwZRgEIAEoDjITLnNob2FsLnYxLklucHV0VHlwZRIXCgpkaW1lbnNpb25zGAUgASgNSAGIAQESMAoPZW1iZWRkaW5nX3R5cGVzGAYgAygOMhcuc2hvYWwudjEuRW1iZWRkaW5nVHlwZRIoCgp0cnVuY2F0aW9uGAcgASgOMhQuc2hvYWwudjEuVHJ1bmNhdGlvbkIMCgpfbm9ybWFsaXplQg0KC19kaW1lbnNpb25zIroBCg1FbWJlZFJlc3BvbnNlEg0KBW1vZGVsGAEgASgJEicKCmVtYmVkZGluZ3MYAiADKAsyEy5zaG9hbC52MS5FbWJlZGRpbmcSHgoFdXNhZ2UYAyABKAsyDy5zaG9hbC52MS5Vc2FnZRIgCgZ0aW1pbmcYBCABKAsyEC5zaG9hbC52MS5UaW1pbmcSEgoKZGltZW5zaW9ucxgFIAEoDRIbChNtYXhfc2VxdWVuY2VfbGVuZ3RoGAYgASgNIp8BCglFbWJlZGRpbmcSDQoFaW5kZXgYASABKA0SDgoGdmFsdWVzGAIgAygCEhIKCmZsb2F0MzJfbGUYBSABKAwSDgoGdG9rZW5zGAMgASgNEhEKCXRydW5jYXRlZBgEIAEoCBIMCgRpbnQ4GAYgASgMEg0KBXVpbnQ4GAcgASgMEg4KBmJpbmFyeRgIIAEoDBIPCgd1YmluYXJ5GAkgASgMIqgBCg1SZXJhbmtSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg0KBXF1ZXJ5GAIgASgJEhEKCWRvY3VtZW50cxgDIAMoCRISCgV0b3BfaxgEIAEoDUgAiAEBEhAKCHRydW5jYXRlGAUgASgIEhgKEHJldHVybl9kb2N1bWVudHMYBiABKAgSHAoEbGFuZRgHIAEoDjIOLnNob2FsLnYxLkxhbmVCCAoGX3RvcF9rIooBCg5SZXJhbmtSZXNwb25zZRINCgVtb2RlbBgBIAEoCRInCgdyZXN1bHRzGAIgAygLMhYuc2hvYWwudjEuUmVyYW5rUmVzdWx0Eh4KBXVzYWdlGAMgASgLMg8uc2hvYWwudjEuVXNhZ2USIAoGdGltaW5nGAQgASgLMhAuc2hvYWwudjEuVGltaW5nImEKDFJlcmFua1Jlc3VsdBINCgVpbmRleBgBIAEoDRINCgVzY29yZRgCIAEoAhIQCghkb2N1bWVudBgDIAEoCRIOCgZ0b2tlbnMYBCABKA0SEQoJdHJ1bmNhdGVkGAUgASgIIn4KD0NsYXNzaWZ5UmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZpbnB1dHMYAiADKAkSEgoFdG9wX2sYAyABKA1IAIgBARIQCgh0cnVuY2F0ZRgEIAEoCBIcCgRsYW5lGAUgASgOMg4uc2hvYWwudjEuTGFuZUIICgZfdG9wX2silgEKEENsYXNzaWZ5UmVzcG9uc2USDQoFbW9kZWwYASABKAkSMQoPY2xhc3NpZmljYXRpb25zGAIgAygLMhguc2hvYWwudjEuQ2xhc3NpZmljYXRpb24SHgoFdXNhZ2UYAyABKAsyDy5zaG9hbC52MS5Vc2FnZRIgCgZ0aW1pbmcYBCABKAsyEC5zaG9hbC52MS5UaW1pbmciaAoOQ2xhc3NpZmljYXRpb24SDQoFaW5kZXgYASABKA0SJAoGbGFiZWxzGAIgAygLMhQuc2hvYWwudjEuTGFiZWxTY29yZRIOCgZ0b2tlbnMYAyABKA0SEQoJdHJ1bmNhdGVkGAQgASgIIioKCkxhYmVsU2NvcmUSDQoFbGFiZWwYASABKAkSDQoFc2NvcmUYAiABKAIioQEKD1Rva2VuaXplUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIOCgZpbnB1dHMYAiADKAkSJwoKaW5wdXRfdHlwZRgDIAEoDjITLnNob2FsLnYxLklucHV0VHlwZRIoCgp0cnVuY2F0aW9uGAQgASgOMhQuc2hvYWwudjEuVHJ1bmNhdGlvbhIcCgRsYW5lGAUgASgOMg4uc2hvYWwudjEuTGFuZSKtAQoQVG9rZW5pemVSZXNwb25zZRINCgVtb2RlbBgBIAEoCRIrCgl0b2tlbml6ZWQYAiADKAsyGC5zaG9hbC52MS5Ub2tlbml6ZWRJbnB1dBIbChNtYXhfc2VxdWVuY2VfbGVuZ3RoGAMgASgNEh4KBXVzYWdlGAQgASgLMg8uc2hvYWwudjEuVXNhZ2USIAoGdGltaW5nGAUgASgLMhAuc2hvYWwudjEuVGltaW5nIn4KDlRva2VuaXplZElucHV0Eg0KBWluZGV4GAEgASgNEgsKA2lkcxgCIAMoDRIOCgZ0b2tlbnMYAyADKAkSDgoGc3RhcnRzGAQgAygNEgwKBGVuZHMYBSADKA0SDwoHc3BlY2lhbBgGIAMoCBIRCgl0cnVuY2F0ZWQYByABKAgqbAoOVmVjdG9yRW5jb2RpbmcSHwobVkVDVE9SX0VOQ09ESU5HX1VOU1BFQ0lGSUVEEAASGQoVVkVDVE9SX0VOQ09ESU5HX0ZMT0FUEAESHgoaVkVDVE9SX0VOQ09ESU5HX0ZMT0FUMzJfTEUQAjKPAgoQSW5mZXJlbmNlU2VydmljZRI4CgVFbWJlZBIWLnNob2FsLnYxLkVtYmVkUmVxdWVzdBoXLnNob2FsLnYxLkVtYmVkUmVzcG9uc2USOwoGUmVyYW5rEhcuc2hvYWwudjEuUmVyYW5rUmVxdWVzdBoYLnNob2FsLnYxLlJlcmFua1Jlc3BvbnNlEkEKCENsYXNzaWZ5Ehkuc2hvYWwudjEuQ2xhc3NpZnlSZXF1ZXN0Ghouc2hvYWwudjEuQ2xhc3NpZnlSZXNwb25zZRJBCghUb2tlbml6ZRIZLnNob2FsLnYxLlRva2VuaXplUmVxdWVzdBoaLnNob2FsLnYxLlRva2VuaXplUmVzcG9uc2ViBnByb3RvMw", [file_shoal_v1_common]);
 
 /**
  * @generated from message shoal.v1.EmbedRequest
@@ -72,11 +72,40 @@ export type EmbedOptions = Message<"shoal.v1.EmbedOptions"> & {
   truncate: boolean;
 
   /**
-   * How vectors are returned. Default: FLOAT (Embedding.values).
+   * How float vectors are returned. Default: FLOAT (Embedding.values).
    *
    * @generated from field: shoal.v1.VectorEncoding encoding = 3;
    */
   encoding: VectorEncoding;
+
+  /**
+   * Role of the texts, mapped to the model's prompt on the worker. Default: none (texts as sent).
+   *
+   * @generated from field: shoal.v1.InputType input_type = 4;
+   */
+  inputType: InputType;
+
+  /**
+   * Keep the first `dimensions` values and L2-normalise again. Only for models trained for it
+   * (Model.matryoshka); 1..Model.dimensions. Unset: the model's full vector.
+   *
+   * @generated from field: optional uint32 dimensions = 5;
+   */
+  dimensions?: number | undefined;
+
+  /**
+   * Vector types to return, several at once. Empty: FLOAT only.
+   *
+   * @generated from field: repeated shoal.v1.EmbeddingType embedding_types = 6;
+   */
+  embeddingTypes: EmbeddingType[];
+
+  /**
+   * Which side of a long text to cut. Unspecified: `truncate` decides (false: NONE, true: END).
+   *
+   * @generated from field: shoal.v1.Truncation truncation = 7;
+   */
+  truncation: Truncation;
 };
 
 /**
@@ -111,6 +140,20 @@ export type EmbedResponse = Message<"shoal.v1.EmbedResponse"> & {
    * @generated from field: shoal.v1.Timing timing = 4;
    */
   timing?: Timing | undefined;
+
+  /**
+   * Length of each returned vector (after `dimensions`).
+   *
+   * @generated from field: uint32 dimensions = 5;
+   */
+  dimensions: number;
+
+  /**
+   * The model's max sequence length in tokens, special tokens included: the truncation limit.
+   *
+   * @generated from field: uint32 max_sequence_length = 6;
+   */
+  maxSequenceLength: number;
 };
 
 /**
@@ -158,6 +201,34 @@ export type Embedding = Message<"shoal.v1.Embedding"> & {
    * @generated from field: bool truncated = 4;
    */
   truncated: boolean;
+
+  /**
+   * EMBEDDING_TYPE_INT8: one two's complement byte per dimension (base64 in JSON).
+   *
+   * @generated from field: bytes int8 = 6;
+   */
+  int8: Uint8Array;
+
+  /**
+   * EMBEDDING_TYPE_UINT8: one byte per dimension.
+   *
+   * @generated from field: bytes uint8 = 7;
+   */
+  uint8: Uint8Array;
+
+  /**
+   * EMBEDDING_TYPE_BINARY: ceil(dimensions / 8) two's complement bytes (packed bits - 128).
+   *
+   * @generated from field: bytes binary = 8;
+   */
+  binary: Uint8Array;
+
+  /**
+   * EMBEDDING_TYPE_UBINARY: ceil(dimensions / 8) bytes of packed sign bits, MSB first.
+   *
+   * @generated from field: bytes ubinary = 9;
+   */
+  ubinary: Uint8Array;
 };
 
 /**
@@ -443,6 +514,148 @@ export const LabelScoreSchema: GenMessage<LabelScore> = /*@__PURE__*/
   messageDesc(file_shoal_v1_inference, 10);
 
 /**
+ * @generated from message shoal.v1.TokenizeRequest
+ */
+export type TokenizeRequest = Message<"shoal.v1.TokenizeRequest"> & {
+  /**
+   * Model id, as listed by ModelService.ListModels (any task).
+   *
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * Texts to tokenize: at least one, each non-empty.
+   *
+   * @generated from field: repeated string inputs = 2;
+   */
+  inputs: string[];
+
+  /**
+   * Role of the texts (embed models): the prompt Embed would put in front is tokenized too.
+   *
+   * @generated from field: shoal.v1.InputType input_type = 3;
+   */
+  inputType: InputType;
+
+  /**
+   * Unspecified: NONE (a text over the limit is INVALID_ARGUMENT, as Embed).
+   *
+   * @generated from field: shoal.v1.Truncation truncation = 4;
+   */
+  truncation: Truncation;
+
+  /**
+   * @generated from field: shoal.v1.Lane lane = 5;
+   */
+  lane: Lane;
+};
+
+/**
+ * Describes the message shoal.v1.TokenizeRequest.
+ * Use `create(TokenizeRequestSchema)` to create a new message.
+ */
+export const TokenizeRequestSchema: GenMessage<TokenizeRequest> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_inference, 11);
+
+/**
+ * @generated from message shoal.v1.TokenizeResponse
+ */
+export type TokenizeResponse = Message<"shoal.v1.TokenizeResponse"> & {
+  /**
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * One per input, in input order.
+   *
+   * @generated from field: repeated shoal.v1.TokenizedInput tokenized = 2;
+   */
+  tokenized: TokenizedInput[];
+
+  /**
+   * The model's max sequence length in tokens, special tokens included.
+   *
+   * @generated from field: uint32 max_sequence_length = 3;
+   */
+  maxSequenceLength: number;
+
+  /**
+   * @generated from field: shoal.v1.Usage usage = 4;
+   */
+  usage?: Usage | undefined;
+
+  /**
+   * @generated from field: shoal.v1.Timing timing = 5;
+   */
+  timing?: Timing | undefined;
+};
+
+/**
+ * Describes the message shoal.v1.TokenizeResponse.
+ * Use `create(TokenizeResponseSchema)` to create a new message.
+ */
+export const TokenizeResponseSchema: GenMessage<TokenizeResponse> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_inference, 12);
+
+/**
+ * The tokens of one input, special tokens included, after truncation: parallel arrays.
+ *
+ * @generated from message shoal.v1.TokenizedInput
+ */
+export type TokenizedInput = Message<"shoal.v1.TokenizedInput"> & {
+  /**
+   * @generated from field: uint32 index = 1;
+   */
+  index: number;
+
+  /**
+   * @generated from field: repeated uint32 ids = 2;
+   */
+  ids: number[];
+
+  /**
+   * The vocabulary's string for each id (WordPiece continuation pieces keep their "##").
+   *
+   * @generated from field: repeated string tokens = 3;
+   */
+  tokens: string[];
+
+  /**
+   * Character offsets (Unicode code points) of each token in the input as sent, end exclusive.
+   * Special tokens and the prompt's tokens are not in the input: start = end = 0 and special set.
+   *
+   * @generated from field: repeated uint32 starts = 4;
+   */
+  starts: number[];
+
+  /**
+   * @generated from field: repeated uint32 ends = 5;
+   */
+  ends: number[];
+
+  /**
+   * True for special tokens ([CLS], [SEP]) and the prompt's tokens.
+   *
+   * @generated from field: repeated bool special = 6;
+   */
+  special: boolean[];
+
+  /**
+   * @generated from field: bool truncated = 7;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message shoal.v1.TokenizedInput.
+ * Use `create(TokenizedInputSchema)` to create a new message.
+ */
+export const TokenizedInputSchema: GenMessage<TokenizedInput> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_inference, 13);
+
+/**
  * How an Embedding carries its vector.
  *
  * @generated from enum shoal.v1.VectorEncoding
@@ -512,6 +725,17 @@ export const InferenceService: GenService<{
     methodKind: "unary";
     input: typeof ClassifyRequestSchema;
     output: typeof ClassifyResponseSchema;
+  },
+  /**
+   * Token ids, token strings and character offsets of texts, as a model's worker tokenizes them
+   * for Embed (same prompt and truncation options).
+   *
+   * @generated from rpc shoal.v1.InferenceService.Tokenize
+   */
+  tokenize: {
+    methodKind: "unary";
+    input: typeof TokenizeRequestSchema;
+    output: typeof TokenizeResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_shoal_v1_inference, 0);

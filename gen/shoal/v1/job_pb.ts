@@ -4,15 +4,17 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Lane } from "./common_pb.ts";
+import type { EmbeddingType, InputType, Lane, Truncation } from "./common_pb.ts";
 import { file_shoal_v1_common } from "./common_pb.ts";
+import type { TokenizedInput } from "./inference_pb.ts";
+import { file_shoal_v1_inference } from "./inference_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file shoal/v1/job.proto.
  */
 export const file_shoal_v1_job: GenFile = /*@__PURE__*/
-  fileDesc("ChJzaG9hbC92MS9qb2IucHJvdG8SCHNob2FsLnYxIsYCCgtKb2JFbnZlbG9wZRIOCgZqb2JfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSGAoQZGVhZGxpbmVfdW5peF9tcxgDIAEoAxIYChBlbnF1ZXVlZF91bml4X21zGAQgASgDEiMKCHJlcGx5X3RvGAUgASgLMhEuc2hvYWwudjEuUmVwbHlUbxIPCgdhdHRlbXB0GAYgASgNEhwKBGxhbmUYByABKA4yDi5zaG9hbC52MS5MYW5lEg4KBnRlbmFudBgIIAEoCRIkCgVlbWJlZBgQIAEoCzITLnNob2FsLnYxLkVtYmVkVGFza0gAEiYKBnJlcmFuaxgRIAEoCzIULnNob2FsLnYxLlJlcmFua1Rhc2tIABIqCghjbGFzc2lmeRgSIAEoCzIWLnNob2FsLnYxLkNsYXNzaWZ5VGFza0gAQgYKBHRhc2siKwoHUmVwbHlUbxINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUiQAoJRW1iZWRUYXNrEg4KBmlucHV0cxgBIAMoCRIRCglub3JtYWxpemUYAiABKAgSEAoIdHJ1bmNhdGUYAyABKAgiQAoKUmVyYW5rVGFzaxINCgVxdWVyeRgBIAEoCRIRCglkb2N1bWVudHMYAiADKAkSEAoIdHJ1bmNhdGUYAyABKAgiMAoMQ2xhc3NpZnlUYXNrEg4KBmlucHV0cxgBIAMoCRIQCgh0cnVuY2F0ZRgCIAEoCCL4AQoJSm9iUmVzdWx0Eg4KBmpvYl9pZBgBIAEoCRIjCgZzdGF0dXMYAiABKA4yEy5zaG9hbC52MS5Kb2JTdGF0dXMSDwoHbWVzc2FnZRgDIAEoCRIRCgl3b3JrZXJfaWQYBCABKAkSDwoHYXR0ZW1wdBgFIAEoDRIlCgd0aW1pbmdzGAYgASgLMhQuc2hvYWwudjEuSm9iVGltaW5ncxImCgVlbWJlZBgQIAEoCzIVLnNob2FsLnYxLkVtYmVkT3V0cHV0SAASKAoGc2NvcmVzGBEgASgLMhYuc2hvYWwudjEuU2NvcmVzT3V0cHV0SABCCAoGb3V0cHV0InQKCkpvYlRpbWluZ3MSEAoIcXVldWVfbXMYASABKAESEwoLdG9rZW5pemVfbXMYAiABKAESFAoMaW5mZXJlbmNlX21zGAMgASgBEhMKC2JhdGNoX2l0ZW1zGAQgASgNEhQKDGJhdGNoX3Rva2VucxgFIAEoDSJbCgtFbWJlZE91dHB1dBISCgpkaW1lbnNpb25zGAEgASgNEg8KB3ZlY3RvcnMYAiABKAwSFAoMdG9rZW5fY291bnRzGAMgAygNEhEKCXRydW5jYXRlZBgEIAMoDSJaCgxTY29yZXNPdXRwdXQSEQoJcGVyX2lucHV0GAEgASgNEg4KBnNjb3JlcxgCIAEoDBIUCgx0b2tlbl9jb3VudHMYAyADKA0SEQoJdHJ1bmNhdGVkGAQgAygNIjUKCUpvYkNhbmNlbBIOCgZqb2JfaWQYASABKAkSGAoQZGVhZGxpbmVfdW5peF9tcxgCIAEoAyqJAgoJSm9iU3RhdHVzEhoKFkpPQl9TVEFUVVNfVU5TUEVDSUZJRUQQABIRCg1KT0JfU1RBVFVTX09LEAESHwobSk9CX1NUQVRVU19JTlZBTElEX0FSR1VNRU5UEAISGAoUSk9CX1NUQVRVU19OT1RfRk9VTkQQAxIgChxKT0JfU1RBVFVTX0RFQURMSU5FX0VYQ0VFREVEEAQSIQodSk9CX1NUQVRVU19SRVNPVVJDRV9FWEhBVVNURUQQBRIaChZKT0JfU1RBVFVTX1VOQVZBSUxBQkxFEAYSFwoTSk9CX1NUQVRVU19JTlRFUk5BTBAHEhgKFEpPQl9TVEFUVVNfQ0FOQ0VMTEVEEAhiBnByb3RvMw", [file_shoal_v1_common]);
+  fileDesc("ChJzaG9hbC92MS9qb2IucHJvdG8SCHNob2FsLnYxIvICCgtKb2JFbnZlbG9wZRIOCgZqb2JfaWQYASABKAkSDQoFbW9kZWwYAiABKAkSGAoQZGVhZGxpbmVfdW5peF9tcxgDIAEoAxIYChBlbnF1ZXVlZF91bml4X21zGAQgASgDEiMKCHJlcGx5X3RvGAUgASgLMhEuc2hvYWwudjEuUmVwbHlUbxIPCgdhdHRlbXB0GAYgASgNEhwKBGxhbmUYByABKA4yDi5zaG9hbC52MS5MYW5lEg4KBnRlbmFudBgIIAEoCRIkCgVlbWJlZBgQIAEoCzITLnNob2FsLnYxLkVtYmVkVGFza0gAEiYKBnJlcmFuaxgRIAEoCzIULnNob2FsLnYxLlJlcmFua1Rhc2tIABIqCghjbGFzc2lmeRgSIAEoCzIWLnNob2FsLnYxLkNsYXNzaWZ5VGFza0gAEioKCHRva2VuaXplGBMgASgLMhYuc2hvYWwudjEuVG9rZW5pemVUYXNrSABCBgoEdGFzayIrCgdSZXBseVRvEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBSLZAQoJRW1iZWRUYXNrEg4KBmlucHV0cxgBIAMoCRIRCglub3JtYWxpemUYAiABKAgSEAoIdHJ1bmNhdGUYAyABKAgSJwoKaW5wdXRfdHlwZRgEIAEoDjITLnNob2FsLnYxLklucHV0VHlwZRISCgpkaW1lbnNpb25zGAUgASgNEjAKD2VtYmVkZGluZ190eXBlcxgGIAMoDjIXLnNob2FsLnYxLkVtYmVkZGluZ1R5cGUSKAoKdHJ1bmNhdGlvbhgHIAEoDjIULnNob2FsLnYxLlRydW5jYXRpb24icQoMVG9rZW5pemVUYXNrEg4KBmlucHV0cxgBIAMoCRInCgppbnB1dF90eXBlGAIgASgOMhMuc2hvYWwudjEuSW5wdXRUeXBlEigKCnRydW5jYXRpb24YAyABKA4yFC5zaG9hbC52MS5UcnVuY2F0aW9uIkAKClJlcmFua1Rhc2sSDQoFcXVlcnkYASABKAkSEQoJZG9jdW1lbnRzGAIgAygJEhAKCHRydW5jYXRlGAMgASgIIjAKDENsYXNzaWZ5VGFzaxIOCgZpbnB1dHMYASADKAkSEAoIdHJ1bmNhdGUYAiABKAgipAIKCUpvYlJlc3VsdBIOCgZqb2JfaWQYASABKAkSIwoGc3RhdHVzGAIgASgOMhMuc2hvYWwudjEuSm9iU3RhdHVzEg8KB21lc3NhZ2UYAyABKAkSEQoJd29ya2VyX2lkGAQgASgJEg8KB2F0dGVtcHQYBSABKA0SJQoHdGltaW5ncxgGIAEoCzIULnNob2FsLnYxLkpvYlRpbWluZ3MSJgoFZW1iZWQYECABKAsyFS5zaG9hbC52MS5FbWJlZE91dHB1dEgAEigKBnNjb3JlcxgRIAEoCzIWLnNob2FsLnYxLlNjb3Jlc091dHB1dEgAEioKBnRva2VucxgSIAEoCzIYLnNob2FsLnYxLlRva2VuaXplT3V0cHV0SABCCAoGb3V0cHV0InQKCkpvYlRpbWluZ3MSEAoIcXVldWVfbXMYASABKAESEwoLdG9rZW5pemVfbXMYAiABKAESFAoMaW5mZXJlbmNlX21zGAMgASgBEhMKC2JhdGNoX2l0ZW1zGAQgASgNEhQKDGJhdGNoX3Rva2VucxgFIAEoDSK2AQoLRW1iZWRPdXRwdXQSEgoKZGltZW5zaW9ucxgBIAEoDRIPCgd2ZWN0b3JzGAIgASgMEhQKDHRva2VuX2NvdW50cxgDIAMoDRIRCgl0cnVuY2F0ZWQYBCADKA0SDAoEaW50OBgFIAEoDBINCgV1aW50OBgGIAEoDBIOCgZiaW5hcnkYByABKAwSDwoHdWJpbmFyeRgIIAEoDBIbChNtYXhfc2VxdWVuY2VfbGVuZ3RoGAkgASgNIlcKDlRva2VuaXplT3V0cHV0EigKBmlucHV0cxgBIAMoCzIYLnNob2FsLnYxLlRva2VuaXplZElucHV0EhsKE21heF9zZXF1ZW5jZV9sZW5ndGgYAiABKA0iWgoMU2NvcmVzT3V0cHV0EhEKCXBlcl9pbnB1dBgBIAEoDRIOCgZzY29yZXMYAiABKAwSFAoMdG9rZW5fY291bnRzGAMgAygNEhEKCXRydW5jYXRlZBgEIAMoDSI1CglKb2JDYW5jZWwSDgoGam9iX2lkGAEgASgJEhgKEGRlYWRsaW5lX3VuaXhfbXMYAiABKAMqiQIKCUpvYlN0YXR1cxIaChZKT0JfU1RBVFVTX1VOU1BFQ0lGSUVEEAASEQoNSk9CX1NUQVRVU19PSxABEh8KG0pPQl9TVEFUVVNfSU5WQUxJRF9BUkdVTUVOVBACEhgKFEpPQl9TVEFUVVNfTk9UX0ZPVU5EEAMSIAocSk9CX1NUQVRVU19ERUFETElORV9FWENFRURFRBAEEiEKHUpPQl9TVEFUVVNfUkVTT1VSQ0VfRVhIQVVTVEVEEAUSGgoWSk9CX1NUQVRVU19VTkFWQUlMQUJMRRAGEhcKE0pPQl9TVEFUVVNfSU5URVJOQUwQBxIYChRKT0JfU1RBVFVTX0NBTkNFTExFRBAIYgZwcm90bzM", [file_shoal_v1_common, file_shoal_v1_inference]);
 
 /**
  * What the gateway writes to a pool's jobs topic: one record per request.
@@ -93,6 +95,12 @@ export type JobEnvelope = Message<"shoal.v1.JobEnvelope"> & {
      */
     value: ClassifyTask;
     case: "classify";
+  } | {
+    /**
+     * @generated from field: shoal.v1.TokenizeTask tokenize = 19;
+     */
+    value: TokenizeTask;
+    case: "tokenize";
   } | { case: undefined; value?: undefined };
 };
 
@@ -142,9 +150,39 @@ export type EmbedTask = Message<"shoal.v1.EmbedTask"> & {
   normalize: boolean;
 
   /**
+   * Cut long inputs (END unless `truncation` says START). Kept for workers that predate it.
+   *
    * @generated from field: bool truncate = 3;
    */
   truncate: boolean;
+
+  /**
+   * Mapped to the model's prompt by the worker.
+   *
+   * @generated from field: shoal.v1.InputType input_type = 4;
+   */
+  inputType: InputType;
+
+  /**
+   * Keep the first `dimensions` values and re-normalise; 0: the full vector.
+   *
+   * @generated from field: uint32 dimensions = 5;
+   */
+  dimensions: number;
+
+  /**
+   * Empty: FLOAT only.
+   *
+   * @generated from field: repeated shoal.v1.EmbeddingType embedding_types = 6;
+   */
+  embeddingTypes: EmbeddingType[];
+
+  /**
+   * Unspecified: `truncate` decides.
+   *
+   * @generated from field: shoal.v1.Truncation truncation = 7;
+   */
+  truncation: Truncation;
 };
 
 /**
@@ -153,6 +191,35 @@ export type EmbedTask = Message<"shoal.v1.EmbedTask"> & {
  */
 export const EmbedTaskSchema: GenMessage<EmbedTask> = /*@__PURE__*/
   messageDesc(file_shoal_v1_job, 2);
+
+/**
+ * Tokenize texts as an EmbedTask with the same options would; nothing is computed.
+ *
+ * @generated from message shoal.v1.TokenizeTask
+ */
+export type TokenizeTask = Message<"shoal.v1.TokenizeTask"> & {
+  /**
+   * @generated from field: repeated string inputs = 1;
+   */
+  inputs: string[];
+
+  /**
+   * @generated from field: shoal.v1.InputType input_type = 2;
+   */
+  inputType: InputType;
+
+  /**
+   * @generated from field: shoal.v1.Truncation truncation = 3;
+   */
+  truncation: Truncation;
+};
+
+/**
+ * Describes the message shoal.v1.TokenizeTask.
+ * Use `create(TokenizeTaskSchema)` to create a new message.
+ */
+export const TokenizeTaskSchema: GenMessage<TokenizeTask> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_job, 3);
 
 /**
  * One query against N documents: the worker scores each (query, document) pair.
@@ -181,7 +248,7 @@ export type RerankTask = Message<"shoal.v1.RerankTask"> & {
  * Use `create(RerankTaskSchema)` to create a new message.
  */
 export const RerankTaskSchema: GenMessage<RerankTask> = /*@__PURE__*/
-  messageDesc(file_shoal_v1_job, 3);
+  messageDesc(file_shoal_v1_job, 4);
 
 /**
  * @generated from message shoal.v1.ClassifyTask
@@ -203,7 +270,7 @@ export type ClassifyTask = Message<"shoal.v1.ClassifyTask"> & {
  * Use `create(ClassifyTaskSchema)` to create a new message.
  */
 export const ClassifyTaskSchema: GenMessage<ClassifyTask> = /*@__PURE__*/
-  messageDesc(file_shoal_v1_job, 4);
+  messageDesc(file_shoal_v1_job, 5);
 
 /**
  * @generated from message shoal.v1.JobResult
@@ -258,6 +325,12 @@ export type JobResult = Message<"shoal.v1.JobResult"> & {
      */
     value: ScoresOutput;
     case: "scores";
+  } | {
+    /**
+     * @generated from field: shoal.v1.TokenizeOutput tokens = 18;
+     */
+    value: TokenizeOutput;
+    case: "tokens";
   } | { case: undefined; value?: undefined };
 };
 
@@ -266,7 +339,7 @@ export type JobResult = Message<"shoal.v1.JobResult"> & {
  * Use `create(JobResultSchema)` to create a new message.
  */
 export const JobResultSchema: GenMessage<JobResult> = /*@__PURE__*/
-  messageDesc(file_shoal_v1_job, 5);
+  messageDesc(file_shoal_v1_job, 6);
 
 /**
  * @generated from message shoal.v1.JobTimings
@@ -307,7 +380,7 @@ export type JobTimings = Message<"shoal.v1.JobTimings"> & {
  * Use `create(JobTimingsSchema)` to create a new message.
  */
 export const JobTimingsSchema: GenMessage<JobTimings> = /*@__PURE__*/
-  messageDesc(file_shoal_v1_job, 6);
+  messageDesc(file_shoal_v1_job, 7);
 
 /**
  * @generated from message shoal.v1.EmbedOutput
@@ -319,7 +392,8 @@ export type EmbedOutput = Message<"shoal.v1.EmbedOutput"> & {
   dimensions: number;
 
   /**
-   * count * dimensions little-endian float32, row-major, in input order.
+   * count * dimensions little-endian float32, row-major, in input order; empty when the task's
+   * embedding types leave FLOAT out.
    *
    * @generated from field: bytes vectors = 2;
    */
@@ -338,6 +412,35 @@ export type EmbedOutput = Message<"shoal.v1.EmbedOutput"> & {
    * @generated from field: repeated uint32 truncated = 4;
    */
   truncated: number[];
+
+  /**
+   * Present when the task asked for them (EmbeddingType), count * bytes per vector each.
+   *
+   * @generated from field: bytes int8 = 5;
+   */
+  int8: Uint8Array;
+
+  /**
+   * @generated from field: bytes uint8 = 6;
+   */
+  uint8: Uint8Array;
+
+  /**
+   * @generated from field: bytes binary = 7;
+   */
+  binary: Uint8Array;
+
+  /**
+   * @generated from field: bytes ubinary = 8;
+   */
+  ubinary: Uint8Array;
+
+  /**
+   * The model's max sequence length.
+   *
+   * @generated from field: uint32 max_sequence_length = 9;
+   */
+  maxSequenceLength: number;
 };
 
 /**
@@ -345,7 +448,29 @@ export type EmbedOutput = Message<"shoal.v1.EmbedOutput"> & {
  * Use `create(EmbedOutputSchema)` to create a new message.
  */
 export const EmbedOutputSchema: GenMessage<EmbedOutput> = /*@__PURE__*/
-  messageDesc(file_shoal_v1_job, 7);
+  messageDesc(file_shoal_v1_job, 8);
+
+/**
+ * @generated from message shoal.v1.TokenizeOutput
+ */
+export type TokenizeOutput = Message<"shoal.v1.TokenizeOutput"> & {
+  /**
+   * @generated from field: repeated shoal.v1.TokenizedInput inputs = 1;
+   */
+  inputs: TokenizedInput[];
+
+  /**
+   * @generated from field: uint32 max_sequence_length = 2;
+   */
+  maxSequenceLength: number;
+};
+
+/**
+ * Describes the message shoal.v1.TokenizeOutput.
+ * Use `create(TokenizeOutputSchema)` to create a new message.
+ */
+export const TokenizeOutputSchema: GenMessage<TokenizeOutput> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_job, 9);
 
 /**
  * Rerank and classify results: per input (document or text) `per_input` activated scores
@@ -386,7 +511,7 @@ export type ScoresOutput = Message<"shoal.v1.ScoresOutput"> & {
  * Use `create(ScoresOutputSchema)` to create a new message.
  */
 export const ScoresOutputSchema: GenMessage<ScoresOutput> = /*@__PURE__*/
-  messageDesc(file_shoal_v1_job, 8);
+  messageDesc(file_shoal_v1_job, 10);
 
 /**
  * What a gateway writes to its pool's cancel topic when a call ends (caller cancelled, or the
@@ -414,7 +539,7 @@ export type JobCancel = Message<"shoal.v1.JobCancel"> & {
  * Use `create(JobCancelSchema)` to create a new message.
  */
 export const JobCancelSchema: GenMessage<JobCancel> = /*@__PURE__*/
-  messageDesc(file_shoal_v1_job, 9);
+  messageDesc(file_shoal_v1_job, 11);
 
 /**
  * Outcome of a job, as written by a worker to the job's reply topic.

@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { Task } from "@shoal/gen/shoal/v1/common_pb.ts";
+import { InputType, Task, Truncation } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { InferenceService, VectorEncoding, type ClassifyRequest, type EmbedRequest, type RerankRequest } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { createShoalClient, type Protocol, type RetryInfo } from "./index.ts";
@@ -88,6 +88,9 @@ class FakeServer {
           usage: { promptTokens: tokens, totalTokens: tokens },
           timing: { queueMs: 1, tokenizeMs: 2, inferenceMs: 3, totalMs: 7 },
         };
+      },
+      tokenize: () => {
+        throw new ConnectError("Tokenize is not used by the client", Code.Unimplemented);
       },
       classify: (req, ctx) => {
         this.classifyCalls.push(req);
@@ -197,6 +200,15 @@ describe("Shoal client against a fake-server double (real Connect server on port
       );
     });
   }
+
+  test("embed options (input type, dimensions, truncation) reach Embed as sent; unset ones stay unset", async () => {
+    const client = createShoalClient({ baseUrl: server.url("connect"), protocol: "connect" });
+    await client.embed("fake-embedder", ["q-1"], { inputType: InputType.SEARCH_QUERY, dimensions: 2, truncation: Truncation.START });
+    await client.embed("fake-embedder", ["q-2"]);
+    const [set, unset] = server.calls.map((c) => c.options!);
+    assert.deepEqual([set!.inputType, set!.dimensions, set!.truncation], [InputType.SEARCH_QUERY, 2, Truncation.START]);
+    assert.deepEqual([unset!.inputType, unset!.dimensions, unset!.truncation], [InputType.UNSPECIFIED, undefined, Truncation.UNSPECIFIED]);
+  });
 
   for (const protocol of ["connect", "grpc"] satisfies Protocol[]) {
     test(`${protocol}: retry-after-ms from the fake (header for Connect, trailer for gRPC) sets the wait`, async () => {

@@ -1,6 +1,6 @@
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
-import type { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
+import type { InputType, Lane, Truncation } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { InferenceService, VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ModelService, type Model } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { embedCorpus, type CorpusOptions, type CorpusResult } from "./corpus.ts";
@@ -40,6 +40,12 @@ export interface EmbedOptions extends CallOptions {
   readonly normalize?: boolean;
   /** Cut over-long inputs instead of failing with InvalidArgument. */
   readonly truncate?: boolean;
+  /** Which end of a long text to cut (NONE, START, END); overrides `truncate` when set. */
+  readonly truncation?: Truncation;
+  /** Role of the texts: the worker puts the model's prompt for it in front (E5 `query: `, ...). */
+  readonly inputType?: InputType;
+  /** Keep the first `dimensions` values, renormalised (Matryoshka-trained models only). */
+  readonly dimensions?: number;
   readonly lane?: Lane;
 }
 
@@ -107,6 +113,12 @@ export interface ClassifyOptions extends CallOptions {
   readonly topK?: number;
   /** Cut over-long inputs instead of failing with InvalidArgument. */
   readonly truncate?: boolean;
+  /** Which end of a long text to cut (NONE, START, END); overrides `truncate` when set. */
+  readonly truncation?: Truncation;
+  /** Role of the texts: the worker puts the model's prompt for it in front (E5 `query: `, ...). */
+  readonly inputType?: InputType;
+  /** Keep the first `dimensions` values, renormalised (Matryoshka-trained models only). */
+  readonly dimensions?: number;
   readonly lane?: Lane;
 }
 
@@ -202,7 +214,14 @@ export function createShoalClient(opts: ShoalClientOptions): ShoalClient {
           {
             model,
             inputs: [...texts],
-            options: { normalize: o.normalize, truncate: o.truncate ?? false, encoding: VectorEncoding.FLOAT32_LE },
+            options: {
+              normalize: o.normalize,
+              truncate: o.truncate ?? false,
+              truncation: o.truncation,
+              inputType: o.inputType,
+              dimensions: o.dimensions,
+              encoding: VectorEncoding.FLOAT32_LE,
+            },
             lane: o.lane,
           },
           { timeoutMs, signal: o.signal },

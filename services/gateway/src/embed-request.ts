@@ -1,5 +1,6 @@
-import type { EmbedRequest } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import type { EmbedRequest, TokenizeRequest } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import type { CatalogModel, ModelTask } from "@shoal/common";
+import { checkEmbedOptions, checkInputType, checkTruncation } from "./embed-options.ts";
 import { InvalidRequestError, ModelNotFoundError } from "./errors.ts";
 
 /** Limits a gateway enforces before anything reaches the queue. */
@@ -61,5 +62,17 @@ export function checkTexts(field: string, noun: string, texts: readonly string[]
 export function validateEmbed(req: EmbedRequest, models: ReadonlyMap<string, CatalogModel>, limits: RequestLimits): CatalogModel {
   const model = requireModel(req.model, models, "embed");
   checkTexts("inputs", "text", req.inputs, limits);
+  checkEmbedOptions(req.options, model);
+  return model;
+}
+
+/** Checks a Tokenize request: a model of any task, texts as Embed takes them, known options. */
+export function validateTokenize(req: TokenizeRequest, models: ReadonlyMap<string, CatalogModel>, limits: RequestLimits): CatalogModel {
+  if (req.model === "") throw new InvalidRequestError("model: required");
+  const model = models.get(req.model);
+  if (!model) throw new ModelNotFoundError(req.model);
+  checkTexts("inputs", "text", req.inputs, limits);
+  checkInputType(req.inputType, "input_type");
+  checkTruncation(req.truncation, "truncation");
   return model;
 }

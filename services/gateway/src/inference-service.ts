@@ -4,7 +4,6 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
   Attr,
-  bytesToVectors,
   cancelTopic,
   encodeCancel,
   encodeEnvelope,
@@ -13,7 +12,6 @@ import {
   servedLane,
   startSendSpan,
   traceHeaders,
-  vectorsToBytes,
   type Catalog,
   type CatalogModel,
   type LaneName,
@@ -27,14 +25,17 @@ import {
   EmbedResponseSchema,
   type InferenceService,
   RerankResponseSchema,
-  VectorEncoding,
+  TokenizeResponseSchema,
   type ClassifyResponse,
   type EmbedResponse,
   type RerankResponse,
+  type TokenizeResponse,
 } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { Truncation } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { JobCancelSchema, JobEnvelopeSchema, JobStatus, type JobResult, type ScoresOutput } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { AdmissionRejectedError, JobFailedError, QueueUnavailableError } from "./errors.ts";
-import { validateEmbed, type RequestLimits } from "./embed-request.ts";
+import { validateEmbed, validateTokenize, type RequestLimits } from "./embed-request.ts";
+import { embeddingsOf } from "./embed-results.ts";
 import { estimateRerankTokens, validateRerank } from "./rerank-request.ts";
 import { labelsOf, validateClassify } from "./classify-request.ts";
 import { labelInputs, rankDocuments, readScores } from "./score-results.ts";
@@ -211,7 +212,10 @@ export function createInferenceService(deps: InferenceDeps): ServiceImpl<typeof 
   return {
     async embed(req, ctx): Promise<EmbedResponse> {
       const started = performance.now();
-      const truncate = req.options?.truncate ?? false;
+      const o = req.options;
+      const truncation = o?.truncation ?? Truncation.UNSPECIFIED;
+      // Old workers read only the boolean: it says whether to cut (they always cut the end).
+      const truncate = truncation === Truncation.UNSPECIFIED ? (o?.truncate ?? false) : truncation !== Truncation.NONE;
       const { model, result } = await runJob(deps, ctx, {
         model: req.model,
         lane: req.lane,
@@ -219,31 +223,52 @@ export function createInferenceService(deps: InferenceDeps): ServiceImpl<typeof 
         tokens: (m) => estimateTokens(req.inputs, m.spec.maxSequenceLength, truncate),
         task: (m) => ({
           case: "embed",
-          value: { inputs: req.inputs, normalize: req.options?.normalize ?? m.spec.normalize, truncate },
+          value: {
+            inputs: req.inputs,
+            normalize: o?.normalize ?? m.spec.normalize,
+            truncate,
+            truncation,
+            inputType: o?.inputType,
+            dimensions: o?.dimensions === m.spec.dimensions ? 0 : (o?.dimensions ?? 0),
+            embeddingTypes: o?.embeddingTypes,
+          },
         }),
       });
       if (result.output.case !== "embed") throw new JobFailedError(JobStatus.INTERNAL, "worker returned no embeddings");
       const out = result.output.value;
-      const vectors = bytesToVectors(out.vectors);
-      const dims = out.dimensions;
-      if (dims === 0 || vectors.length !== dims * req.inputs.length || out.tokenCounts.length !== req.inputs.length) {
-        throw new JobFailedError(JobStatus.INTERNAL, "worker returned a result of the wrong shape");
-      }
-      const truncated = new Set(out.truncated);
-      const packed = req.options?.encoding === VectorEncoding.FLOAT32_LE;
-      let promptTokens = 0;
-      const embeddings = req.inputs.map((_, i) => {
-        const tokens = out.tokenCounts[i] ?? 0;
-        promptTokens += tokens;
-        const row = vectors.subarray(i * dims, (i + 1) * dims);
-        return packed
-          ? { index: i, float32Le: vectorsToBytes(row), tokens, truncated: truncated.has(i) }
-          : { index: i, values: Array.from(row), tokens, truncated: truncated.has(i) };
-      });
+      const { embeddings, promptTokens } = embeddingsOf(out, req.inputs.length, o?.encoding ?? 0);
       const timing = finish(ctx, result, started);
       return create(EmbedResponseSchema, {
         model: model.id,
         embeddings,
+        usage: { promptTokens, totalTokens: promptTokens },
+        timing,
+        dimensions: out.dimensions,
+        maxSequenceLength: out.maxSequenceLength || model.spec.maxSequenceLength,
+      });
+    },
+
+    async tokenize(req, ctx): Promise<TokenizeResponse> {
+      const started = performance.now();
+      const truncate = req.truncation === Truncation.START || req.truncation === Truncation.END;
+      const { model, result } = await runJob(deps, ctx, {
+        model: req.model,
+        lane: req.lane,
+        validate: () => validateTokenize(req, deps.catalog.models, deps.limits),
+        // Nothing is computed, but the worker tokenizes: charged like an embed of the texts.
+        tokens: (m) => estimateTokens(req.inputs, m.spec.maxSequenceLength, truncate),
+        task: () => ({ case: "tokenize", value: { inputs: req.inputs, inputType: req.inputType, truncation: req.truncation } }),
+      });
+      if (result.output.case !== "tokens" || result.output.value.inputs.length !== req.inputs.length) {
+        throw new JobFailedError(JobStatus.INTERNAL, "worker returned no tokens");
+      }
+      const out = result.output.value;
+      const promptTokens = out.inputs.reduce((n, t) => n + t.ids.length, 0);
+      const timing = finish(ctx, result, started);
+      return create(TokenizeResponseSchema, {
+        model: model.id,
+        tokenized: out.inputs,
+        maxSequenceLength: out.maxSequenceLength,
         usage: { promptTokens, totalTokens: promptTokens },
         timing,
       });

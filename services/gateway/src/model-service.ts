@@ -41,6 +41,7 @@ export function toModel(m: CatalogModel, workers: readonly WorkerStatus[], defau
     defaultLane,
     generated: m.spec.origin === "generated",
     origin: describeOrigin(m),
+    ...(m.spec.task === "embed" ? { matryoshka: m.spec.matryoshka, queryPrompt: m.spec.prompts.query ?? "", passagePrompt: m.spec.prompts.passage ?? "" } : {}),
   });
 }
 

@@ -3,7 +3,9 @@ import { Code, ConnectError, createContextValues, createHandlerContext, type Int
 import { invokeUnaryImplementation } from "@connectrpc/connect/protocol";
 import type { CatalogModel, Logger } from "@shoal/common";
 import { EmbedRequestSchema, EmbedResponseSchema, InferenceService, VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
-import { toConnectError } from "./errors.ts";
+import { InputType } from "@shoal/gen/shoal/v1/common_pb.ts";
+import { checkDimensions, INPUT_TYPE_NAMES } from "./embed-options.ts";
+import { InvalidRequestError, toConnectError } from "./errors.ts";
 import { httpRoute, httpRouteKey } from "./http-route.ts";
 import { callerKey, connectionOf } from "./auth.ts";
 import { type Req, type Res, writeHead } from "./http-types.ts";
@@ -107,6 +109,8 @@ interface ParsedRequest {
   readonly inputs: string[];
   readonly base64: boolean;
   readonly dimensions: number | undefined;
+  /** Shoal's extension: the role of the texts (`query`, `document`, Cohere's names). */
+  readonly inputType: InputType;
 }
 
 /** Validates an OpenAI `CreateEmbeddingRequest`; `user` and unknown fields are ignored. */
@@ -131,7 +135,12 @@ export function parseEmbeddingsRequest(body: unknown): ParsedRequest {
   if (dims !== undefined && (typeof dims !== "number" || !Number.isInteger(dims) || dims < 1)) {
     throw new OpenAiRequestError(invalid("dimensions: expected a positive integer", "dimensions"));
   }
-  return { model: b["model"], inputs, base64: format === "base64", dimensions: dims };
+  const typeName = b["input_type"];
+  const inputType = typeName === undefined || typeName === null ? InputType.UNSPECIFIED : INPUT_TYPE_NAMES.get(String(typeName));
+  if (inputType === undefined || (typeName !== undefined && typeName !== null && typeof typeName !== "string")) {
+    throw new OpenAiRequestError(invalid(`input_type: expected one of ${[...INPUT_TYPE_NAMES.keys()].map((n) => `"${n}"`).join(", ")}`, "input_type"));
+  }
+  return { model: b["model"], inputs, base64: format === "base64", dimensions: dims, inputType };
 }
 
 /** Reads the whole body, refusing it past `limit` bytes. */
@@ -211,10 +220,13 @@ async function readRequest(req: Req, deps: OpenAiEmbeddingsDeps): Promise<Parsed
   }
   const parsed = parseEmbeddingsRequest(body);
   const model = deps.models.get(parsed.model);
-  if (model && parsed.dimensions !== undefined && parsed.dimensions !== model.spec.dimensions) {
-    throw new OpenAiRequestError(
-      invalid(`dimensions: model '${model.id}' returns ${model.spec.dimensions} dimensions; shortening to ${parsed.dimensions} is not supported`, "dimensions"),
-    );
+  if (model && parsed.dimensions !== undefined) {
+    try {
+      checkDimensions(parsed.dimensions, model, "dimensions");
+    } catch (err) {
+      if (err instanceof InvalidRequestError) throw new OpenAiRequestError(invalid(err.message, "dimensions"));
+      throw err;
+    }
   }
   return parsed;
 }
@@ -260,7 +272,14 @@ export function createOpenAiEmbeddings(deps: OpenAiEmbeddingsDeps): (req: Req, r
       const parsed = await readRequest(req, deps);
       base64 = parsed.base64;
       // Raw bytes are what the worker produced: no float list to build, and base64 is a copy.
-      Object.assign(message, create(EmbedRequestSchema, { model: parsed.model, inputs: parsed.inputs, options: { encoding: VectorEncoding.FLOAT32_LE } }));
+      Object.assign(
+        message,
+        create(EmbedRequestSchema, {
+          model: parsed.model,
+          inputs: parsed.inputs,
+          options: { encoding: VectorEncoding.FLOAT32_LE, dimensions: parsed.dimensions, inputType: parsed.inputType },
+        }),
+      );
       return deps.embed(message, callCtx);
     };
     try {

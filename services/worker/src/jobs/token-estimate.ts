@@ -19,6 +19,7 @@ export function estimateJobTokens(envelope: JobEnvelope, maxSequenceLength: numb
       return task.value.inputs.reduce((n, s) => n + text(s.length), 0);
     case "rerank":
       return task.value.documents.reduce((n, d) => n + text(task.value.query.length + d.length + 1), 0);
+    // Tokenize runs no model: it holds no compute a prefetch budget must account for.
     default:
       return 0;
   }

@@ -54,6 +54,22 @@ describe("createTextTokenizer (generated tiny model, BERT WordPiece, limit 128)"
     assert.deepEqual([...e.ids], [...full.subarray(0, 127), SEP]);
   });
 
+  it("truncation from the start keeps [CLS], the prompt, the last text tokens and [SEP]; explain gives the same ids", () => {
+    const text = sentences(40, 20, 3).join(" ");
+    const prompt = "query: ";
+    const bare = unlimited.encode(text, { truncate: false }).ids;
+    const promptIds = unlimited.encode(prompt, { truncate: false }).ids.subarray(1, -1);
+    const e = tok.encode(text, { truncate: true, from: "start", prompt });
+    assert.equal(e.tokenCount, 128);
+    const keep = 128 - 2 - promptIds.length;
+    assert.deepEqual([...e.ids], [CLS, ...promptIds, ...bare.subarray(bare.length - 1 - keep, bare.length - 1), SEP]);
+    const x = tok.explain(text, { truncate: true, from: "start", prompt });
+    assert.deepEqual([...x.ids], [...e.ids]);
+    assert.equal(x.promptTokens, promptIds.length);
+    assert.equal(x.tokens.length, 128);
+    assert.deepEqual([...tok.explain(text, { truncate: true }).ids], [...tok.encode(text, { truncate: true }).ids], "END: the bounded-prefix path agrees");
+  });
+
   it("throws InputTooLongError with the token count and limit when truncation is off", () => {
     const text = sentences(40, 20, 3).join(" ");
     const tokens = unlimited.encode(text, { truncate: false }).tokenCount;

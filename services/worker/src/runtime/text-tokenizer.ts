@@ -36,6 +36,28 @@ export interface EncodedPair {
 export interface EncodeOptions {
   /** Cut texts longer than the model's limit; when false they throw {@link InputTooLongError}. */
   readonly truncate: boolean;
+  /**
+   * Which end of a single text loses tokens (default `end`). `start` keeps the special tokens
+   * and the prompt and drops the first tokens of the text. Pairs are always cut `longest_first`.
+   */
+  readonly from?: "start" | "end";
+  /** Text put in front of the input (an embedder's prompt); its tokens are never cut. */
+  readonly prompt?: string;
+}
+
+/** Result of {@link TextTokenizer.explain}: what {@link TextTokenizer.encode} gives, token by token. */
+export interface ExplainedText extends EncodedText {
+  /** The vocabulary's string of each id. */
+  readonly tokens: readonly string[];
+  /** Special tokens before the prompt ([CLS]) and after the text ([SEP]). */
+  readonly specialPrefix: number;
+  readonly specialSuffix: number;
+  /** Tokens of the prompt, right after the special prefix. */
+  readonly promptTokens: number;
+  /** For each kept token, its position in the untruncated encoding (so offsets can be mapped). */
+  readonly positions: readonly number[];
+  /** Tokens of the untruncated encoding, as the tokenizer gives them. */
+  readonly allTokens: readonly string[];
 }
 
 /** A model's tokenizer. Synchronous and cheap enough (~0.5M tokens/s) for the worker's main thread. */
@@ -60,6 +82,8 @@ export interface TextTokenizer {
    *   refuses such a tokenizer for a rerank model)
    */
   encodePair(query: string, document: string, opts: EncodeOptions): EncodedPair;
+  /** {@link encode} with token strings and positions (Tokenize); the ids are the same. */
+  explain(text: string, opts: EncodeOptions): ExplainedText;
 }
 
 /**
@@ -268,11 +292,32 @@ export async function createTextTokenizer(spec: ModelSpec): Promise<TextTokenize
     return { ids, typeIds, tokenCount, truncated: na < a.ids.length || nb < b.ids.length };
   };
 
-  const truncateIds = (ids: readonly number[]): Int32Array => {
+  // A prompt's token count (without special tokens), remembered: a job uses one prompt.
+  const promptCounts = new Map<string, number>();
+  const promptTokenCount = (prompt: string | undefined): number => {
+    if (prompt === undefined || prompt === "") return 0;
+    let n = promptCounts.get(prompt);
+    if (n === undefined) {
+      n = segmentIds(prompt).length;
+      promptCounts.set(prompt, n);
+    }
+    return n;
+  };
+  /**
+   * The positions a cut keeps of `n` tokens: [0, head) and [tail, n). `end` keeps the first
+   * tokens and the special suffix; `start` keeps the special prefix, the prompt and the last tokens.
+   */
+  const cut = (n: number, from: "start" | "end", promptTokens: number): { head: number; tail: number } => {
+    if (from === "end") return { head: limit - specialSuffix, tail: n - specialSuffix };
+    // At least one token of the text survives, even under a prompt that fills the limit.
+    const head = specialPrefix + Math.min(promptTokens, limit - specialPrefix - specialSuffix - 1);
+    return { head, tail: n - (limit - head) };
+  };
+  const truncateIds = (ids: readonly number[], from: "start" | "end", promptTokens: number): Int32Array => {
+    const { head, tail } = cut(ids.length, from, promptTokens);
     const out = new Int32Array(limit);
-    const head = limit - specialSuffix;
     for (let i = 0; i < head; i++) out[i] = ids[i] ?? 0;
-    for (let i = 0; i < specialSuffix; i++) out[head + i] = ids[ids.length - specialSuffix + i] ?? 0;
+    for (let i = tail; i < ids.length; i++) out[head + i - tail] = ids[i] ?? 0;
     return out;
   };
 
@@ -281,14 +326,41 @@ export async function createTextTokenizer(spec: ModelSpec): Promise<TextTokenize
     specialPrefix,
     specialSuffix,
     encode(text: string, opts: EncodeOptions): EncodedText {
-      if (opts.truncate) {
-        const ids = fromPrefix(text, limit, encodeIds);
-        if (ids !== undefined) return { ids: truncateIds(ids), tokenCount: limit, truncated: true };
+      const from = opts.from ?? "end";
+      const full = opts.prompt === undefined ? text : opts.prompt + text;
+      // Cutting the end only needs the first tokens: a bounded prefix of a long text gives them.
+      if (opts.truncate && from === "end") {
+        const ids = fromPrefix(full, limit, encodeIds);
+        if (ids !== undefined) return { ids: truncateIds(ids, from, 0), tokenCount: limit, truncated: true };
       }
-      const ids = encodeIds(text);
+      const ids = encodeIds(full);
       if (ids.length <= limit) return { ids: Int32Array.from(ids), tokenCount: ids.length, truncated: false };
       if (!opts.truncate) throw new InputTooLongError(ids.length, limit);
-      return { ids: truncateIds(ids), tokenCount: limit, truncated: true };
+      return { ids: truncateIds(ids, from, promptTokenCount(opts.prompt)), tokenCount: limit, truncated: true };
+    },
+    explain(text: string, opts: EncodeOptions): ExplainedText {
+      const from = opts.from ?? "end";
+      const full = opts.prompt === undefined ? text : opts.prompt + text;
+      const encoding = tokenizer.encode(shorten(spaceCjk ? spaceAstralCjk(full) : full));
+      const allIds = encoding.ids as number[];
+      const allTokens = encoding.tokens as string[];
+      const promptTokens = promptTokenCount(opts.prompt);
+      const base = { allTokens, specialPrefix, specialSuffix, promptTokens };
+      if (allIds.length <= limit) {
+        const positions = allIds.map((_, i) => i);
+        return { ...base, ids: Int32Array.from(allIds), tokens: allTokens, positions, tokenCount: allIds.length, truncated: false };
+      }
+      if (!opts.truncate) throw new InputTooLongError(allIds.length, limit);
+      const { head, tail } = cut(allIds.length, from, promptTokens);
+      const positions = [...allIds.keys()].filter((i) => i < head || i >= tail);
+      return {
+        ...base,
+        ids: Int32Array.from(positions, (i) => allIds[i]!),
+        tokens: positions.map((i) => allTokens[i]!),
+        positions,
+        tokenCount: positions.length,
+        truncated: true,
+      };
     },
     encodePair(query: string, document: string, opts: EncodeOptions): EncodedPair {
       if (typeof pairTemplate === "string" || pairProblem !== undefined) {

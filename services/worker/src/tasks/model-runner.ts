@@ -124,7 +124,8 @@ export class ModelRunner {
       return;
     }
     const job = new TaskJob(envelope, prepared.encoded, this.spec.dimensions, ended - started, schedule, trace, prepared.shape, onFinish);
-    this.batcher.push(...job.items);
+    if (job.items.length === 0) job.finishWithoutRows();
+    else this.batcher.push(...job.items);
   }
 
   /** Releases the model's inference threads (after {@link idle}: queued runs would be rejected). */

@@ -54,7 +54,10 @@ describe("prepareInputs / prepareSteps (real generated tokenizers)", () => {
     const cases: Array<[Task, RegExp]> = [
       [embed([]), /^inputs: at least one is required$/],
       [embed(["fine", "  "]), /^inputs\[1\]: empty text$/],
-      [embed(["fine", secret], false), /^inputs\[1\]: \d+ tokens exceed the limit of \d+ tokens of model '[a-z0-9-]+' \(set truncate to cut long inputs\)$/],
+      [
+        embed(["fine", secret], false),
+        /^inputs\[1\]: \d+ tokens exceed the limit of \d+ tokens of model '[a-z0-9-]+' \(set truncation to START or END to cut long inputs\)$/,
+      ],
       [{ case: "rerank", value: { query: "q", documents: ["d"], truncate: true } }, /is a embed model; it cannot run rerank jobs/],
       [{ case: undefined }, /no task this worker can run/],
     ];

@@ -1,13 +1,17 @@
 import { vectorsToBytes } from "@shoal/common";
 import type { ModelSpec } from "@shoal/common/model-manifest";
-import type { JobEnvelope } from "@shoal/gen/shoal/v1/job_pb.ts";
+import type { EmbedTask, JobEnvelope } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { applyActivation } from "../runtime/activations.ts";
 import { InputTooLongError } from "../runtime/errors.ts";
-import { l2normalize } from "../runtime/l2-normalize.ts";
 import type { TextTokenizer } from "../runtime/text-tokenizer.ts";
+import { dimensionsProblem, encodeOptions, promptFor, shapeVectors } from "./embed-options.ts";
 import type { EncodedInput, OutputShaper } from "./task-job.ts";
+import { tokenizeOutput } from "./tokenize-output.ts";
 
-/** A job's inputs, ready for the batcher, and how its rows become its output. */
+/**
+ * A job's inputs, ready for the batcher, and how its rows become its output. A job with no
+ * inputs to compute (Tokenize) has `encoded` empty and a shaper that needs no rows.
+ */
 export type PreparedInputs =
   | { readonly ok: true; readonly encoded: readonly EncodedInput[]; readonly shape: OutputShaper }
   /** The job cannot run as sent (INVALID_ARGUMENT); `encoded` holds what was tokenized so far. */
@@ -21,14 +25,17 @@ function truncatedIndexes(encoded: readonly EncodedInput[]): number[] {
   return out;
 }
 
-function embedShaper(dimensions: number, normalize: boolean): OutputShaper {
-  return (rows, encoded) => {
-    if (normalize) l2normalize(rows, dimensions);
-    return {
-      case: "embed",
-      value: { dimensions, vectors: vectorsToBytes(rows), tokenCounts: encoded.map((e) => e.tokenCount), truncated: truncatedIndexes(encoded) },
-    };
-  };
+function embedShaper(spec: ModelSpec, task: EmbedTask): OutputShaper {
+  const opts = { normalize: task.normalize, dimensions: task.dimensions, types: task.embeddingTypes };
+  return (rows, encoded) => ({
+    case: "embed",
+    value: {
+      ...shapeVectors(rows, spec.dimensions, opts),
+      tokenCounts: encoded.map((e) => e.tokenCount),
+      truncated: truncatedIndexes(encoded),
+      maxSequenceLength: spec.maxSequenceLength,
+    },
+  });
 }
 
 function scoresShaper(spec: ModelSpec): OutputShaper {
@@ -70,7 +77,7 @@ export function checkInputLimits(field: string, texts: readonly string[], limits
   return undefined;
 }
 
-const TASK_OF_CASE = { embed: "embed", rerank: "rerank", classify: "classify" } as const;
+const TASK_OF_CASE = { embed: "embed", rerank: "rerank", classify: "classify", tokenize: undefined } as const;
 
 /**
  * Tokenizes a job's inputs for `spec`'s model: texts for embed and classify, (query, document)
@@ -94,12 +101,13 @@ export function* prepareSteps(
 ): Generator<void, PreparedInputs, void> {
   const task = envelope.task;
   if (task.case === undefined) return { ok: false, problem: "job carries no task this worker can run", encoded: [] };
-  if (TASK_OF_CASE[task.case] !== spec.task) {
+  const needs = TASK_OF_CASE[task.case];
+  if (needs !== undefined && needs !== spec.task) {
     return { ok: false, problem: `model '${spec.id}' is a ${spec.task} model; it cannot run ${task.case} jobs`, encoded: [] };
   }
   const encoded: EncodedInput[] = [];
   const tooLong = (err: InputTooLongError, what: string): string =>
-    `${what}: ${err.tokens} tokens exceed the limit of ${err.limit} tokens of model '${spec.id}' (set truncate to cut long inputs)`;
+    `${what}: ${err.tokens} tokens exceed the limit of ${err.limit} tokens of model '${spec.id}' (${task.case === "embed" || task.case === "tokenize" ? "set truncation to START or END" : "set truncate"} to cut long inputs)`;
   function* encodeAll(count: number, field: string, one: (i: number) => EncodedInput): Generator<void, string | undefined, void> {
     if (count === 0) return `${field}: at least one is required`;
     for (let i = 0; i < count; i++) {
@@ -118,13 +126,37 @@ export function* prepareSteps(
     case "embed":
     case "classify": {
       const { inputs, truncate } = task.value;
+      const embed = task.case === "embed" ? task.value : undefined;
       const empty = inputs.findIndex((t) => t.trim() === "");
       problem = checkInputLimits("inputs", inputs, limits);
+      if (embed !== undefined && spec.task === "embed") problem ??= dimensionsProblem(spec, embed.dimensions);
       if (problem !== undefined) return { ok: false, problem, encoded };
-      problem = empty >= 0 ? `inputs[${empty}]: empty text` : yield* encodeAll(inputs.length, "inputs", (i) => tokenizer.encode(inputs[i]!, { truncate }));
+      const opts = embed === undefined ? { truncate } : encodeOptions(embed.truncation, truncate, promptFor(spec, embed.inputType));
+      problem = empty >= 0 ? `inputs[${empty}]: empty text` : yield* encodeAll(inputs.length, "inputs", (i) => tokenizer.encode(inputs[i]!, opts));
       if (problem !== undefined) return { ok: false, problem, encoded };
-      const shape = task.case === "embed" ? embedShaper(spec.dimensions, task.value.normalize) : scoresShaper(spec);
+      const shape = embed !== undefined ? embedShaper(spec, embed) : scoresShaper(spec);
       return { ok: true, encoded, shape };
+    }
+    case "tokenize": {
+      const { inputs, truncation, inputType } = task.value;
+      problem = checkInputLimits("inputs", inputs, limits);
+      const empty = inputs.findIndex((t) => t.trim() === "");
+      if (problem === undefined && inputs.length === 0) problem = "inputs: at least one is required";
+      if (problem === undefined && empty >= 0) problem = `inputs[${empty}]: empty text`;
+      if (problem !== undefined) return { ok: false, problem, encoded };
+      const opts = encodeOptions(truncation, false, promptFor(spec, inputType));
+      const explained = [];
+      for (const [i, text] of inputs.entries()) {
+        try {
+          explained.push(tokenizer.explain(text, opts));
+        } catch (err) {
+          if (err instanceof InputTooLongError) return { ok: false, problem: tooLong(err, `inputs[${i}]`), encoded };
+          throw err;
+        }
+        yield;
+      }
+      const output = tokenizeOutput(inputs, explained, spec.maxSequenceLength);
+      return { ok: true, encoded, shape: () => output };
     }
     case "rerank": {
       const { query, documents, truncate } = task.value;

@@ -98,6 +98,12 @@ export class TaskJob {
     if (this.remaining === 0) this.succeed();
   }
 
+  /** Finishes a job that has nothing to compute (Tokenize): its shaper builds the output alone. */
+  finishWithoutRows(): void {
+    if (this.finished || this.remaining > 0) return;
+    this.succeed();
+  }
+
   /** Ends the job with a non-OK status (remaining items are skipped by the batch runner). */
   fail(status: JobStatus, message: string): void {
     if (this.finished) return;
