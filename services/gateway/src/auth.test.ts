@@ -91,7 +91,11 @@ describe("requireApiKey on a real Connect server (gRPC client): ModelService pro
   const models = new Map(
     ["m1", "m2"].map((id) => [
       id,
-      { id, pool: "p", spec: { task: "embed", dimensions: 4, maxSequenceLength: 16, normalize: true } } as unknown as CatalogModel,
+      {
+        id,
+        pool: "p",
+        spec: { task: "embed", dimensions: 4, maxSequenceLength: 16, normalize: true, prompts: {}, matryoshka: false },
+      } as unknown as CatalogModel,
     ]),
   );
   const catalog = { path: "", pools: new Map(), models } as unknown as Catalog;
