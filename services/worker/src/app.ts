@@ -13,7 +13,7 @@ import {
 import { systemClock } from "./batching/clock.ts";
 import { ComputeGate } from "./batching/compute-gate.ts";
 import type { WorkerConfig } from "./config.ts";
-import { createIntake, poolGroupId } from "./intake/create-intake.ts";
+import { createIntake, poolGroupId, routedTopicSpecs } from "./intake/create-intake.ts";
 import type { JobIntake } from "./intake/intake.ts";
 import { createJobLifecycle } from "./jobs/job-lifecycle.ts";
 import { createCancelConsumer } from "./queue/cancel-consumer.ts";
@@ -114,7 +114,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     await fleet.preload();
     preloaded = true;
     await admin.connect();
-    await ensureTopics(admin, [...poolTopicSpecs(pool), statusTopicSpec]);
+    await ensureTopics(admin, [...poolTopicSpecs(pool), statusTopicSpec, ...(config.routedIntake ? routedTopicSpecs(pool.name, config.workerId) : [])]);
     await sink.start();
     await router.start();
     await cancelConsumer.start();
@@ -128,6 +128,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
           startedMonoMs,
           residency: () => fleet?.residency,
           inFlightJobs: () => intake?.inFlight ?? 0,
+          pendingTokens: () => jobs.pendingTokens,
           draining: () => stopping !== undefined,
         }),
     });

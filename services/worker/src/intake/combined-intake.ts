@@ -1,0 +1,30 @@
+import type { JobIntake } from "./intake.ts";
+
+/**
+ * Two intakes feeding one worker: the pool's (share or consumer group) and the worker's own
+ * routed topics (issue #16). Both hand their records to the same job lifecycle, so a routed job
+ * runs through exactly the code a pulled one does; the lifecycle's room bounds them together.
+ */
+export function combineIntakes(primary: JobIntake, routed: JobIntake): JobIntake {
+  let stopped: Promise<void> | undefined;
+  return {
+    kind: `${primary.kind}+routed`,
+    get inFlight() {
+      return primary.inFlight + routed.inFlight;
+    },
+    get ready() {
+      return primary.ready && routed.ready;
+    },
+    async start(handler) {
+      await Promise.all([primary.start(handler), routed.start(handler)]);
+    },
+    pause() {
+      primary.pause();
+      routed.pause();
+    },
+    stop() {
+      stopped ??= Promise.all([primary.stop(), routed.stop()]).then(() => undefined);
+      return stopped;
+    },
+  };
+}
