@@ -17,16 +17,18 @@ const WORKER_ENV = {
   SHOAL_STATUS_INTERVAL_MS: "100",
 };
 
-async function routedCluster(gatewayEnv: Record<string, string>): Promise<{ cluster: TestCluster; clients: ReturnType<typeof clientsFor> }> {
-  const cluster = await startCluster({ workers: 2, workerEnv: WORKER_ENV, gatewayEnv });
-  const clients = clientsFor(cluster.urls[0]!, "connect");
-  // Route only once the gateway sees both workers on the status board.
+async function routedCluster(gatewayEnv: Record<string, string>, gateways = 1): Promise<{ cluster: TestCluster; clients: ReturnType<typeof clientsFor>[] }> {
+  const cluster = await startCluster({ workers: 2, gateways, workerEnv: WORKER_ENV, gatewayEnv });
+  const clients = cluster.urls.map((url) => clientsFor(url, "connect"));
+  // Route only once every gateway sees both workers on the status board (each has its own view).
   const deadline = Date.now() + 20_000;
-  for (;;) {
-    const { workers } = await clients.cluster.getCluster({});
-    if (workers.filter((w) => w.routedIntake).length === 2) break;
-    assert.ok(Date.now() < deadline, "the gateway never saw two routed workers");
-    await new Promise((r) => setTimeout(r, 100));
+  for (const c of clients) {
+    for (;;) {
+      const { workers } = await c.cluster.getCluster({});
+      if (workers.filter((w) => w.routedIntake).length === 2) break;
+      assert.ok(Date.now() < deadline, "a gateway never saw two routed workers");
+      await new Promise((r) => setTimeout(r, 100));
+    }
   }
   return { cluster, clients };
 }
@@ -61,7 +63,9 @@ describe("SHOAL_DISPATCH=round-robin", () => {
   let cluster: TestCluster;
   let clients: ReturnType<typeof clientsFor>;
   before(async () => {
-    ({ cluster, clients } = await routedCluster({ SHOAL_DISPATCH: "round-robin" }));
+    let all: ReturnType<typeof clientsFor>[];
+    ({ cluster, clients: all } = await routedCluster({ SHOAL_DISPATCH: "round-robin" }));
+    clients = all[0]!;
   });
   after(async () => {
     await cluster?.stop();
@@ -96,28 +100,32 @@ describe("SHOAL_DISPATCH=round-robin", () => {
   });
 });
 
-describe("SHOAL_DISPATCH=least-loaded (R = 50 ms, own sends counted)", () => {
+describe("SHOAL_DISPATCH=least-loaded (R = 50 ms, own sends counted), two gateways", () => {
   let cluster: TestCluster;
-  let clients: ReturnType<typeof clientsFor>;
+  let clients: ReturnType<typeof clientsFor>[];
   before(async () => {
-    ({ cluster, clients } = await routedCluster({ SHOAL_DISPATCH: "least-loaded", SHOAL_DISPATCH_REFRESH_MS: "50", SHOAL_DISPATCH_COUNT_OWN: "1" }));
+    ({ cluster, clients } = await routedCluster({ SHOAL_DISPATCH: "least-loaded", SHOAL_DISPATCH_REFRESH_MS: "50", SHOAL_DISPATCH_COUNT_OWN: "1" }, 2));
   });
   after(async () => {
     await cluster?.stop();
   });
 
-  test("spreads a burst over both workers", async () => {
-    const counts = countsOf(await embedAll(clients, cluster.modelIds[0]!, 20));
+  test("both gateways spread a burst over both workers", async () => {
+    const answered = (await Promise.all(clients.map((c) => embedAll(c, cluster.modelIds[0]!, 20)))).flat();
+    const counts = countsOf(answered);
     assert.equal(counts.size, 2, `answered by ${[...counts.keys()].join(", ")}`);
-    for (const [w, n] of counts) assert.ok(n >= 5, `${w} answered ${n} of 20`);
-    const m = await scrape(`${cluster.urls[0]}/metrics`);
-    assert.equal(total(m, "shoal_gateway_dispatched_jobs_total", { worker: "" }), 0, "nothing went to the shared topic");
+    for (const [w, n] of counts) assert.ok(n >= 10, `${w} answered ${n} of 40`);
+    for (const url of cluster.urls) {
+      const m = await scrape(`${url}/metrics`);
+      assert.equal(total(m, "shoal_gateway_dispatched_jobs_total", { worker: "" }), 0, "nothing went to the shared topic");
+      assert.equal(total(m, "shoal_gateway_dispatched_jobs_total"), 20, "each gateway routed its own 20");
+    }
   });
 
   test("jobs routed to a killed worker are still answered", async () => {
     const killed = cluster.workers[0]!;
     await killed.stop("SIGKILL");
-    const answered = await embedAll(clients, cluster.modelIds[0]!, 6);
+    const answered = await embedAll(clients[0]!, cluster.modelIds[0]!, 6);
     assert.ok(
       answered.every((w) => w === `${cluster.pool}-w1`),
       `answered by ${answered.join(", ")}`,

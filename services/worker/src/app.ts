@@ -63,6 +63,9 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   let preloaded = false;
   let intake: JobIntake | undefined;
   let shareIntake = false;
+  // With a routed intake beside the share group, a model that cannot load fails its job rather
+  // than releasing it: a released routed record would wait for a rebalance of this worker's own group.
+  let releaseRedelivers = false;
 
   const jobs = createJobLifecycle({
     pool: config.pool,
@@ -79,7 +82,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
       return shareIntake ? config.shareDeliveryLimit - 1 : undefined;
     },
     get releaseRedelivers() {
-      return shareIntake;
+      return releaseRedelivers;
     },
     model: (id) => catalog?.models.get(id),
     fleet: {
@@ -133,8 +136,11 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
         }),
     });
     await status.start();
-    intake = createIntake({ kafka, config, pool, metrics, logger });
-    shareIntake = intake.kind === "share";
+    // Routed jobs are this worker's alone: take all of them (the slots), so the pending tokens it
+    // publishes count its whole queue; the prefetch budget applies to the shared queue only.
+    intake = createIntake({ kafka, config, pool, metrics, logger, routedRoom: () => Math.max(0, config.maxInFlightJobs - jobs.size) });
+    shareIntake = intake.kind === "share" || intake.kind === "share+routed";
+    releaseRedelivers = intake.kind === "share";
     await intake.start(jobs);
     probe.start();
     const resident = fleet.residency

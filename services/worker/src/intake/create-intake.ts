@@ -14,6 +14,8 @@ export interface IntakeDeps {
   readonly pool: PoolSpec;
   readonly metrics: WorkerMetrics;
   readonly logger: Logger;
+  /** Room of the routed intake (default: the handler's): a routed job has nowhere else to go. */
+  readonly routedRoom?: () => number;
 }
 
 /** The consumer group (group intake) or share group (share intake) of a pool's workers. */
@@ -46,7 +48,7 @@ export function createIntake(deps: IntakeDeps): JobIntake {
     sessionTimeoutMs: deps.config.sessionTimeoutMs,
     heartbeatIntervalMs: deps.config.heartbeatIntervalMs,
   });
-  return combineIntakes(pooled, routed);
+  return combineIntakes(pooled, routed, deps.routedRoom);
 }
 
 function createPoolIntake(deps: IntakeDeps): JobIntake {
