@@ -297,7 +297,7 @@ function printReport(runs: readonly ArmRun[]): void {
       ),
     ),
   );
-  const ratio = (a: number, b: number): string => (b === 0 ? (a === 0 ? "—" : "∞") : (a / b).toFixed(2));
+  const ratio = (a: number, b: number): string => (!Number.isFinite(a) || !Number.isFinite(b) ? "—" : b === 0 ? (a === 0 ? "—" : "∞") : (a / b).toFixed(2));
   const lines = [
     "",
     `Shoal dispatch benchmark (live) — seed ${SEED}, ${WORKERS} workers on simulated:${PROFILE.id} x${DILATION} (1 device each), 1 gateway, 1 broker, one served model;`,
