@@ -18,7 +18,19 @@ export {
   MAX_RECORD_BYTES,
   type TopicSpec,
 } from "./topics.ts";
-export { isLaneName, jobsTopic, laneFromName, laneName, LANE_NAMES, SERVED_LANES, servedLane, type LaneName, type ServedLane } from "./lanes.ts";
+export {
+  isLaneName,
+  jobsTopic,
+  laneFromName,
+  laneName,
+  LANE_NAMES,
+  ROUTED_WORKER_ID,
+  routedTopic,
+  SERVED_LANES,
+  servedLane,
+  type LaneName,
+  type ServedLane,
+} from "./lanes.ts";
 export {
   encodeEnvelope,
   decodeEnvelope,
@@ -61,3 +73,18 @@ export { createMetricsRegistry, Counter, Gauge, Histogram, type Registry } from 
 export { createKafkaProbe, type KafkaProbe } from "./telemetry/kafka-probe.ts";
 export { createResilientConsumer, type ResilientConsumer, type ResilientConsumerOptions } from "./resilient-consumer.ts";
 export { runService, stopSteps, forceExitAfterMs, type RunServiceOptions, type ServiceApp } from "./run-service.ts";
+export {
+  directRouter,
+  leastLoaded,
+  mix32,
+  partitioned,
+  powerOfTwo,
+  roundRobin,
+  sharedQueue,
+  type DeviceLoad,
+  type DispatchPolicy,
+  type LeastLoadedOptions,
+  type LoadMetric,
+  type Router,
+  type RoutedJob,
+} from "./dispatch-policies.ts";

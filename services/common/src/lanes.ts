@@ -43,3 +43,14 @@ export function servedLane(lane: Lane, fallback: ServedLane = Lane.INTERACTIVE):
 export function jobsTopic(pool: string, lane: ServedLane): string {
   return `shoal.jobs.${pool}.${names[lane]}`;
 }
+
+/**
+ * Jobs topic of one worker and lane, for routed dispatch (issue #16):
+ * `shoal.jobs.<pool>.w.<workerId>.<lane>`. Only that worker reads it (a consumer group of its own).
+ */
+export function routedTopic(pool: string, workerId: string, lane: ServedLane): string {
+  return `shoal.jobs.${pool}.w.${workerId}.${names[lane]}`;
+}
+
+/** Characters a worker id may have when it names a routed topic (Kafka's topic alphabet, 249 at most). */
+export const ROUTED_WORKER_ID = /^[A-Za-z0-9._-]{1,150}$/;

@@ -43,6 +43,7 @@ import { createCors } from "./cors.ts";
 import { createHttpFront } from "./http-front.ts";
 import { createOpenAiEmbeddings } from "./openai-embeddings.ts";
 import { registerReflection } from "./reflection-service.ts";
+import { createRoutedDispatch, type RoutedDispatch } from "./dispatch/routed-dispatch.ts";
 
 export interface GatewayApp {
   /** Resolves with the bound port once the gateway serves. */
@@ -121,6 +122,19 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
   const apiKeys = new ApiKeys(config.apiKeys);
   let server: DualServer | undefined;
   let stopping: Promise<void> | undefined;
+  // SHOAL_DISPATCH other than shared: this gateway picks each job's worker from its own view of the status topic.
+  const dispatchConfig = config.dispatch;
+  const dispatch: RoutedDispatch | undefined =
+    dispatchConfig.mode === "shared"
+      ? undefined
+      : createRoutedDispatch({
+          config: dispatchConfig,
+          workers: () => cluster.workers(),
+          resend: (topic, message) => producer.send(topic, message),
+          logger,
+          onPlaced: (pool, p) => metrics.dispatched.inc({ pool, worker: p.workerId ?? "" }),
+          onRescued: (worker) => metrics.rescued.inc({ worker }),
+        });
 
   async function start(): Promise<{ port: number }> {
     const catalog = await loadCatalog(config.catalogPath);
@@ -138,6 +152,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     await producer.start();
     await replies.start();
     await cluster.start();
+    dispatch?.start();
     lagMonitor = createLaneLagMonitor(
       { group: consumerGroupBacklog(admin), share: shareGroupBacklog(admin, shareAdmin) },
       admission,
@@ -163,6 +178,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       admission,
       onAdmitted: (lane, tokens) => lagMonitor?.observeJob(lane, tokens),
       onRejected: (lane, reason) => metrics.admissionRejections.inc({ lane, reason }),
+      dispatch,
     });
     // Outermost first: the trace and the metrics see the final, mapped code (and the caller's
     // tenant, which the key check leaves in the context values); key errors are mapped too. The
@@ -253,6 +269,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
         apiKeys: apiKeys.enabled ? apiKeys.tenants : false,
         models: [...catalog.models.keys()],
         replyTopic: ownReplyTopic,
+        dispatch: dispatchConfig.mode,
       },
       "gateway serving",
     );
@@ -280,6 +297,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       ],
       ["close the server", () => server?.close()],
       ["stop the reply consumer", () => replies.stop()],
+      ["stop routed dispatch", () => dispatch?.stop()],
       ["stop the cluster-state consumer", () => cluster.stop()],
       ["stop the job producer", () => producer.stop()],
       [

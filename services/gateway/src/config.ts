@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { EnvReader, parseConfigText, readClusterKeys, readKafkaSettings, type KafkaSettings } from "@shoal/common";
 import type { ConnectionLimits } from "./connection-limits.ts";
+import { readDispatchConfig, type DispatchConfig } from "./dispatch/dispatch-config.ts";
 import { checkDuplicateKeys, parseApiKeysDocument, parseApiKeysEnv, type ApiKeySpec } from "./api-keys.ts";
 
 /** The gateway's whole configuration, validated once at start. */
@@ -43,6 +44,8 @@ export interface GatewayConfig {
   readonly tls: { readonly cert: Buffer; readonly key: Buffer } | undefined;
   /** Limits against slow and greedy peers (connections, streams, timeouts). */
   readonly connectionLimits: ConnectionLimits;
+  /** SHOAL_DISPATCH: `shared` (workers pull from the pool's topics) or a routed policy (issue #16). */
+  readonly dispatch: DispatchConfig;
   /** SHOAL_INSECURE_PUBLIC=1: serve off loopback without API keys and/or TLS (logged loudly at start). */
   readonly insecurePublic: boolean;
 }
@@ -117,6 +120,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     consoleDir: resolve(r.string("SHOAL_CONSOLE_DIR", resolve(import.meta.dirname, "../../console/dist"))),
     apiKeys,
     tls,
+    dispatch: readDispatchConfig(r),
   });
 }
 

@@ -10,6 +10,8 @@ export interface GatewayMetrics {
   readonly resultsDropped: Counter;
   readonly recordsRejected: Counter<"reason">;
   readonly queueLag: Gauge<"pool" | "lane">;
+  readonly dispatched: Counter<"pool" | "worker">;
+  readonly rescued: Counter<"worker">;
 }
 
 /**
@@ -45,6 +47,18 @@ export function createGatewayMetrics(inFlight: () => number, lag: () => Readonly
       name: "shoal_gateway_admission_rejections_total",
       help: "Requests refused with ResourceExhausted by admission control",
       labelNames: ["lane", "reason"],
+      registers: [registry],
+    }),
+    dispatched: new Counter({
+      name: "shoal_gateway_dispatched_jobs_total",
+      help: "Jobs routed by this gateway (SHOAL_DISPATCH other than shared), by pool and worker picked ('' = the pool's shared topic)",
+      labelNames: ["pool", "worker"],
+      registers: [registry],
+    }),
+    rescued: new Counter({
+      name: "shoal_gateway_rescued_jobs_total",
+      help: "Routed jobs written again to the shared topic because their worker went away before answering",
+      labelNames: ["worker"],
       registers: [registry],
     }),
     resultsDropped: new Counter({

@@ -41,6 +41,7 @@ import { labelsOf, validateClassify } from "./classify-request.ts";
 import { labelInputs, rankDocuments, readScores } from "./score-results.ts";
 import type { JobProducer } from "./job-producer.ts";
 import type { PendingJobs } from "./pending-jobs.ts";
+import type { RoutedDispatch } from "./dispatch/routed-dispatch.ts";
 
 export interface InferenceDeps {
   readonly catalog: Catalog;
@@ -58,11 +59,14 @@ export interface InferenceDeps {
   /** Told the size of every admitted call (turns lane lag into tokens). */
   readonly onAdmitted: (lane: LaneName, tokens: number) => void;
   readonly onRejected: (lane: LaneName, reason: string) => void;
+  /** SHOAL_DISPATCH other than `shared`: the gateway picks each job's worker. Undefined: the pool's shared topics. */
+  readonly dispatch?: RoutedDispatch | undefined;
 }
 
 /** Where a job goes and what it costs. */
 interface JobPlan {
   readonly pool: string;
+  readonly model: string;
   readonly lane: ServedLane;
   readonly tokens: number;
 }
@@ -108,10 +112,15 @@ async function enqueueAndWait(
   const deadlineUnixMs = now + timeoutMs;
   const jobId = randomUUID();
   const result = deps.pending.register(jobId, deadlineUnixMs, ctx.signal, now);
-  const { topic, value } = build(jobId, deadlineUnixMs, now);
+  const { topic: sharedTopic, value } = build(jobId, deadlineUnixMs, now);
+  const placement = deps.dispatch?.place({ jobId, pool: plan.pool, lane: plan.lane, model: plan.model, tokens: plan.tokens });
+  const topic = placement?.topic ?? sharedTopic;
   const span = startSendSpan(topic, { [Attr.MESSAGING_MESSAGE_ID]: jobId, [Attr.JOB_ID]: jobId });
   const headers = traceHeaders(trace.setSpan(context.active(), span));
-  deps.producer.send(topic, { key: jobId, value: Buffer.from(value.buffer, value.byteOffset, value.byteLength), headers }).then(
+  const message = { key: jobId, value: Buffer.from(value.buffer, value.byteOffset, value.byteLength), headers };
+  // Watched from now on (the finally below ends it), so a job is never left behind by a worker that goes away.
+  if (placement !== undefined) deps.dispatch?.sent(jobId, placement, message, sharedTopic);
+  deps.producer.send(topic, message).then(
     () => span.end(),
     (err: unknown) => {
       span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
@@ -128,6 +137,8 @@ async function enqueueAndWait(
       deps.producer.send(cancelTopic(plan.pool), { key: jobId, value: Buffer.from(cancel) }).catch(() => undefined);
     }
     throw err;
+  } finally {
+    deps.dispatch?.ended(jobId);
   }
   if (outcome.status !== JobStatus.OK) throw new JobFailedError(outcome.status, outcome.message || JobStatus[outcome.status]);
   return outcome;
@@ -168,7 +179,7 @@ async function runJob(deps: InferenceDeps, ctx: HandlerContext, call: JobCall): 
   principal?.authorizeModel(call.model);
   const model = call.validate();
   const lane = servedLane(call.lane, principal?.lane);
-  const plan = { pool: model.pool, lane, tokens: call.tokens(model) };
+  const plan = { pool: model.pool, model: model.id, lane, tokens: call.tokens(model) };
   principal?.chargeTokens(plan.tokens);
   const result = await submit(deps, ctx, plan, (jobId, deadlineUnixMs, now) => ({
     topic: jobsTopic(model.pool, lane),

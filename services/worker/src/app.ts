@@ -15,7 +15,7 @@ import {
 import { systemClock } from "./batching/clock.ts";
 import { ComputeGate } from "./batching/compute-gate.ts";
 import type { WorkerConfig } from "./config.ts";
-import { createIntake, poolGroupId } from "./intake/create-intake.ts";
+import { createIntake, poolGroupId, routedTopicSpecs } from "./intake/create-intake.ts";
 import type { JobIntake } from "./intake/intake.ts";
 import { createJobLifecycle } from "./jobs/job-lifecycle.ts";
 import { createCancelConsumer } from "./queue/cancel-consumer.ts";
@@ -68,6 +68,9 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   let preloaded = false;
   let intake: JobIntake | undefined;
   let shareIntake = false;
+  // With a routed intake beside the share group, a model that cannot load fails its job rather
+  // than releasing it: a released routed record would wait for a rebalance of this worker's own group.
+  let releaseRedelivers = false;
 
   const jobs = createJobLifecycle({
     pool: config.pool,
@@ -84,7 +87,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
       return shareIntake ? config.shareDeliveryLimit - 1 : undefined;
     },
     get releaseRedelivers() {
-      return shareIntake;
+      return releaseRedelivers;
     },
     model: (id) => catalog?.models.get(id),
     fleet: {
@@ -120,7 +123,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     await fleet.preload();
     preloaded = true;
     await admin.connect();
-    await ensureTopics(admin, [...poolTopicSpecs(pool), statusTopicSpec]);
+    await ensureTopics(admin, [...poolTopicSpecs(pool), statusTopicSpec, ...(config.routedIntake ? routedTopicSpecs(pool.name, config.workerId) : [])]);
     await sink.start();
     await router.start();
     await cancelConsumer.start();
@@ -134,12 +137,16 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
           startedMonoMs,
           residency: () => fleet?.residency,
           inFlightJobs: () => intake?.inFlight ?? 0,
+          pendingTokens: () => jobs.pendingTokens,
           draining: () => stopping !== undefined,
         }),
     });
     await status.start();
-    intake = createIntake({ kafka, config, pool, metrics, logger });
-    shareIntake = intake.kind === "share";
+    // Routed jobs are this worker's alone: take all of them (the slots), so the pending tokens it
+    // publishes count its whole queue; the prefetch budget applies to the shared queue only.
+    intake = createIntake({ kafka, config, pool, metrics, logger, routedRoom: () => Math.max(0, config.maxInFlightJobs - jobs.size) });
+    shareIntake = intake.kind === "share" || intake.kind === "share+routed";
+    releaseRedelivers = intake.kind === "share";
     await intake.start(jobs);
     probe.start();
     const resident = fleet.residency

@@ -60,3 +60,12 @@ test("runtime: an unknown profile, a bad dilation and a dilation without simulat
   );
   assert.throws(() => loadWorkerConfig({ ...base, SHOAL_SIM_DILATION: "10" }), /only applies with SHOAL_RUNTIME=simulated/);
 });
+
+test("routed intake: off by default; on, the worker id must be fit to name a topic", () => {
+  assert.equal(loadWorkerConfig({ ...base }).routedIntake, false);
+  assert.equal(loadWorkerConfig({ ...base, SHOAL_ROUTED_INTAKE: "1", SHOAL_WORKER_ID: "w-1.a_b" }).routedIntake, true);
+  assert.throws(
+    () => loadWorkerConfig({ ...base, SHOAL_ROUTED_INTAKE: "1", SHOAL_WORKER_ID: "host/7", SHOAL_STATUS_INTERVAL_MS: "10" }),
+    /SHOAL_WORKER_ID=host\/7: with SHOAL_ROUTED_INTAKE=1 it names a topic[\s\S]*SHOAL_STATUS_INTERVAL_MS=10: must be >= 20/,
+  );
+});

@@ -1,5 +1,14 @@
 import { availableParallelism, hostname } from "node:os";
-import { EnvReader, INTAKE_KINDS, parseByteSize, readClusterKeys, readKafkaSettings, type IntakeKind, type KafkaSettings } from "@shoal/common";
+import {
+  EnvReader,
+  INTAKE_KINDS,
+  parseByteSize,
+  readClusterKeys,
+  readKafkaSettings,
+  ROUTED_WORKER_ID,
+  type IntakeKind,
+  type KafkaSettings,
+} from "@shoal/common";
 import { DEFAULT_BATCH_MAX_TOKENS } from "./batching/batcher.ts";
 import { memoryLimitBytes } from "./memory-limit.ts";
 import { simProfileIds } from "./runtime/simulated/profile.ts";
@@ -38,7 +47,7 @@ export interface WorkerConfig {
   readonly maxRequestBytes: number;
   /** Runs a job gets before it goes to the dead-letter topic (1 = no retry). */
   readonly maxAttempts: number;
-  /** How often the worker publishes its status (models, memory, in-flight) to the status topic. */
+  /** How often the worker publishes its status (models, memory, in-flight, pending tokens) to the status topic (routed dispatch boards: down to 20 ms). */
   readonly statusIntervalMs: number;
   /** SHOAL_CLUSTER_KEYS / _FILE: keys that sign and check job, result and cancel records (none: off). */
   readonly clusterKeys: readonly Buffer[];
@@ -83,6 +92,11 @@ export interface WorkerConfig {
   readonly perCallOverheadTokens: number;
   /** Records pulled but not answered; past this the worker stops fetching. */
   readonly maxInFlightJobs: number;
+  /**
+   * `SHOAL_ROUTED_INTAKE=1`: also read this worker's own topics (`shoal.jobs.<pool>.w.<id>.<lane>`),
+   * where a gateway with routed dispatch (SHOAL_DISPATCH) sends jobs it picked this worker for.
+   */
+  readonly routedIntake: boolean;
   /** How this worker takes jobs; undefined: the pool's choice in the catalog (`share` by default). */
   readonly intake: IntakeKind | undefined;
   /** Share intake: how long a taken job stays locked to this worker before the broker gives it to another. */
@@ -131,6 +145,10 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
   }
   const batchMaxTokens = r.int("SHOAL_BATCH_MAX_TOKENS", DEFAULT_BATCH_MAX_TOKENS, { min: 16 });
   const runtime = readRuntime(r);
+  const routedIntake = r.bool("SHOAL_ROUTED_INTAKE", false);
+  if (routedIntake && !ROUTED_WORKER_ID.test(workerId)) {
+    r.problem(`SHOAL_WORKER_ID=${workerId}: with SHOAL_ROUTED_INTAKE=1 it names a topic: use 1-150 letters, digits, '.', '_', '-'`);
+  }
   const executionProvider = r.oneOf("SHOAL_EXECUTION_PROVIDER", ["cpu", "cuda"] as const, "cpu");
   return r.done({
     workerId,
@@ -139,7 +157,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     models: r.list("SHOAL_MODELS", []),
     memoryBudgetBytes: memoryBudgetBytes ?? 0,
     residencyPolicy: r.oneOf("SHOAL_RESIDENCY_POLICY", ["lru", "pinned-by-traffic"] as const, "pinned-by-traffic"),
-    statusIntervalMs: r.int("SHOAL_STATUS_INTERVAL_MS", 2_000, { min: 100 }),
+    statusIntervalMs: r.int("SHOAL_STATUS_INTERVAL_MS", 2_000, { min: 20 }),
     maxAttempts: r.int("SHOAL_MAX_ATTEMPTS", 3, { min: 1, max: 20 }),
     clusterKeys: readClusterKeys(r),
     kafka: readKafkaSettings(r, `shoal-worker-${workerId}`),
@@ -169,6 +187,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     maxInputChars: r.int("SHOAL_MAX_INPUT_CHARS", 32_768, { min: 1 }),
     maxRequestBytes: r.int("SHOAL_MAX_REQUEST_BYTES", 8 * 1024 * 1024, { min: 1024 }),
     maxInFlightJobs: r.int("SHOAL_MAX_INFLIGHT_JOBS", 1_024, { min: 1 }),
+    routedIntake,
     intake: r.optionalString("SHOAL_INTAKE") === undefined ? undefined : r.oneOf("SHOAL_INTAKE", INTAKE_KINDS, "share"),
     shareLockMs: r.int("SHOAL_SHARE_LOCK_MS", 10_000, { min: 1_000, max: 3_600_000 }),
     shareDeliveryLimit: r.int("SHOAL_SHARE_DELIVERY_LIMIT", 5, { min: 2, max: 10 }),

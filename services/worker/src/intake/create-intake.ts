@@ -1,8 +1,9 @@
 import type { Kafka } from "kafkajs";
-import { jobsTopic, retryTopic, SERVED_LANES, type IntakeKind, type Logger, type PoolSpec } from "@shoal/common";
+import { jobsTopic, retryTopic, routedTopic, SERVED_LANES, type IntakeKind, type Logger, type PoolSpec, type TopicSpec } from "@shoal/common";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import type { WorkerConfig } from "../config.ts";
 import type { WorkerMetrics } from "../telemetry/worker-metrics.ts";
+import { combineIntakes } from "./combined-intake.ts";
 import { createGroupIntake } from "./group-intake.ts";
 import type { JobIntake } from "./intake.ts";
 import { createShareIntake } from "./share-intake.ts";
@@ -13,6 +14,8 @@ export interface IntakeDeps {
   readonly pool: PoolSpec;
   readonly metrics: WorkerMetrics;
   readonly logger: Logger;
+  /** Room of the routed intake (default: the handler's): a routed job has nowhere else to go. */
+  readonly routedRoom?: () => number;
 }
 
 /** The consumer group (group intake) or share group (share intake) of a pool's workers. */
@@ -23,8 +26,32 @@ export function intakeKind(config: WorkerConfig, pool: PoolSpec): IntakeKind {
   return config.intake ?? pool.intake;
 }
 
-/** Creates the intake a worker takes its pool's jobs through. */
+/** The consumer group of one worker's routed topics: it alone reads them. */
+export const routedGroupId = (workerId: string): string => `shoal-routed-${workerId}`;
+
+/** A worker's routed topics (SHOAL_ROUTED_INTAKE=1), one per lane; created by the worker at start. */
+export function routedTopicSpecs(pool: string, workerId: string): TopicSpec[] {
+  // One partition: one reader. Jobs nobody read within the hour are long past their deadline.
+  return SERVED_LANES.map((lane) => ({ topic: routedTopic(pool, workerId, lane), partitions: 1, config: { "retention.ms": String(3_600_000) } }));
+}
+
+/**
+ * Creates the intake a worker takes its pool's jobs through; with SHOAL_ROUTED_INTAKE=1 it also
+ * reads the jobs a routing gateway sent to this worker alone.
+ */
 export function createIntake(deps: IntakeDeps): JobIntake {
+  const pooled = createPoolIntake(deps);
+  if (!deps.config.routedIntake) return pooled;
+  const routed = createGroupIntake(deps.kafka, deps.logger, {
+    groupId: routedGroupId(deps.config.workerId),
+    topics: routedTopicSpecs(deps.pool.name, deps.config.workerId).map((t) => t.topic),
+    sessionTimeoutMs: deps.config.sessionTimeoutMs,
+    heartbeatIntervalMs: deps.config.heartbeatIntervalMs,
+  });
+  return combineIntakes(pooled, routed, deps.routedRoom);
+}
+
+function createPoolIntake(deps: IntakeDeps): JobIntake {
   const { config, pool } = deps;
   const groupId = poolGroupId(pool.name);
   if (intakeKind(config, pool) === "group") {

@@ -92,6 +92,8 @@ export interface JobLifecycleDeps {
 export interface JobLifecycle extends IntakeHandler {
   /** Jobs taken and not yet settled. */
   readonly size: number;
+  /** Estimated tokens of the jobs in hand not yet computed (both lanes): the load routed dispatch reads. */
+  readonly pendingTokens: number;
   /**
    * Waits until every job has settled or `graceMs` passed; from now on a failed job is answered
    * as it is rather than sent round the retry topic. Resolves with the jobs left unsettled.
@@ -377,6 +379,9 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     },
     get size() {
       return inFlight.size;
+    },
+    get pendingTokens() {
+      return heldTokens.interactive + heldTokens.batch;
     },
     async drain(graceMs) {
       draining = true;

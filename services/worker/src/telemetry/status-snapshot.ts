@@ -21,6 +21,8 @@ export interface StatusSources {
   readonly startedMonoMs: number;
   readonly residency: () => Residency<ModelRunner> | undefined;
   readonly inFlightJobs: () => number;
+  /** Estimated tokens in hand not yet computed. */
+  readonly pendingTokens: () => number;
   readonly draining: () => boolean;
 }
 
@@ -36,6 +38,8 @@ export function statusSnapshot(src: StatusSources): WorkerStatusInit {
     memoryBudgetBytes: BigInt(config.memoryBudgetBytes),
     memoryUsedBytes: BigInt(residency?.usedBytes ?? 0),
     inFlightJobs: src.inFlightJobs(),
+    pendingTokens: BigInt(Math.max(0, Math.round(src.pendingTokens()))),
+    routedIntake: config.routedIntake,
     thrashEvents: BigInt(residency?.thrashEvents ?? 0),
     residencyPolicy: config.residencyPolicy,
     draining: src.draining(),

@@ -1,0 +1,36 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { kneeOf, loadPoint } from "./dispatch-analysis.ts";
+import { parseArms } from "./dispatch-arms.ts";
+
+test("a request's latency is its slowest call; an unanswered call fails the request", () => {
+  const jobs = [
+    { request: 0, arrivalMs: 0 },
+    { request: 0, arrivalMs: 0 },
+    { request: 1, arrivalMs: 10 },
+  ];
+  const p = loadPoint(0.5, jobs, [5, 30, 8], 1_000);
+  assert.equal(p.requestP99Ms, 30);
+  assert.equal(p.requestP50Ms, 8);
+  assert.equal(p.throughputJobsPerSecond, 3);
+  const lost = loadPoint(0.5, jobs, [5, undefined, 8], 1_000);
+  assert.equal(lost.answeredFraction, 2 / 3);
+  assert.equal(lost.requestP99Ms, Number.POSITIVE_INFINITY);
+});
+
+test("the knee is the last passing load before the first failure", () => {
+  const at = (load: number, p99: number) => ({ load, jobs: 100, answeredFraction: 1, requestP50Ms: 1, requestP99Ms: p99, throughputJobsPerSecond: load * 100 });
+  const points = [at(0.7, 90), at(0.3, 10), at(0.5, 20), at(0.9, 15)];
+  assert.deepEqual(kneeOf(points, 50), { load: 0.5, goodputJobsPerSecond: 50 });
+  assert.deepEqual(kneeOf(points, 5), { load: 0, goodputJobsPerSecond: 0 });
+});
+
+test("arms: routed ones carry SHOAL_DISPATCH, their options and a twin of the same policy", () => {
+  const [share, group, ll] = parseArms("share,group,least-loaded@SHOAL_DISPATCH_REFRESH_MS=50+SHOAL_DISPATCH_TIES=random", 3);
+  assert.equal(share!.twin.kind, "shared");
+  assert.equal(group!.partitions, 6);
+  assert.deepEqual(ll!.gatewayEnv, { SHOAL_DISPATCH: "least-loaded", SHOAL_DISPATCH_REFRESH_MS: "50", SHOAL_DISPATCH_TIES: "random" });
+  assert.equal(ll!.workerEnv["SHOAL_STATUS_INTERVAL_MS"], "50");
+  assert.equal(ll!.twin.name, "least-loaded R=50ms +own rand");
+  assert.throws(() => parseArms("fastest", 2), /unknown arm 'fastest'/);
+});

@@ -1,0 +1,78 @@
+/**
+ * The arms of `npm run bench:dispatch` (issue #16): who decides where a job runs, and the
+ * discrete-event twin of each (the same router code, from @shoal/common, in services/sim).
+ */
+import { directRouter, leastLoaded, partitioned, powerOfTwo, roundRobin, sharedQueue, type DispatchPolicy } from "@shoal/sim";
+
+/** One arm: how workers take jobs and, for a routed arm, the gateway's SHOAL_DISPATCH settings. */
+export interface DispatchArm {
+  readonly name: string;
+  readonly intake: "share" | "group";
+  /** Partitions of the pool's topics (a consumer group needs several to spread work). */
+  readonly partitions: number;
+  /** Gateway env (SHOAL_DISPATCH*); empty for the shared arms. */
+  readonly gatewayEnv: Readonly<Record<string, string>>;
+  /** Worker env beyond the bench's own (routed arms: SHOAL_ROUTED_INTAKE, the status interval). */
+  readonly workerEnv: Readonly<Record<string, string>>;
+  /** The same policy in the simulation. */
+  readonly twin: DispatchPolicy;
+  readonly routed: boolean;
+}
+
+/** Arm names the bench knows; routed ones accept gateway options `name@K=V+K=V`. */
+export const ARM_NAMES = ["share", "group", "round-robin", "least-loaded", "p2c", "sie-direct", "partition"] as const;
+
+/** Default arms: every dispatch mode but `partition` (with one served model it is one worker). */
+export const DEFAULT_ARMS = "share,group,round-robin,least-loaded,p2c,sie-direct";
+
+function kv(spec: string | undefined): Record<string, string> {
+  return Object.fromEntries(
+    (spec ?? "")
+      .split("+")
+      .filter((s) => s.includes("="))
+      .map((s) => [s.slice(0, s.indexOf("=")), s.slice(s.indexOf("=") + 1)]),
+  );
+}
+
+/**
+ * Parses `share,group,least-loaded@SHOAL_DISPATCH_REFRESH_MS=50+SHOAL_DISPATCH_TIES=random`.
+ * @throws Error naming the known arms for an unknown one
+ */
+export function parseArms(list: string, workers: number): DispatchArm[] {
+  return list.split(",").map((raw) => {
+    const spec = raw.trim();
+    const [base, extra] = spec.split("@") as [string, string | undefined];
+    const options = kv(extra);
+    if (base === "share") return { name: spec, intake: "share", partitions: 1, gatewayEnv: {}, workerEnv: options, twin: sharedQueue(), routed: false };
+    // A job's key picks its partition, the partition its worker: twice as many partitions as workers.
+    if (base === "group")
+      return { name: spec, intake: "group", partitions: 2 * workers, gatewayEnv: {}, workerEnv: options, twin: partitioned(), routed: false };
+    if (!(ARM_NAMES as readonly string[]).includes(base)) throw new Error(`unknown arm '${base}' (known: ${ARM_NAMES.join(", ")}; routed ones take @K=V+K=V)`);
+    const gatewayEnv: Record<string, string> = { SHOAL_DISPATCH: base, ...options };
+    const refreshMs = Number(gatewayEnv["SHOAL_DISPATCH_REFRESH_MS"] ?? 200);
+    const countOwn = !/^(0|false|no|off)$/i.test(gatewayEnv["SHOAL_DISPATCH_COUNT_OWN"] ?? "1");
+    const ties = gatewayEnv["SHOAL_DISPATCH_TIES"] === "random" ? "random" : "first";
+    const metric = gatewayEnv["SHOAL_DISPATCH_METRIC"] === "queue-depth" ? "queue-depth" : "pending-tokens";
+    const twin =
+      base === "round-robin"
+        ? roundRobin()
+        : base === "least-loaded"
+          ? leastLoaded({ refreshMs, countOwnSends: countOwn, ties, metric })
+          : base === "p2c"
+            ? powerOfTwo({ refreshMs })
+            : base === "sie-direct"
+              ? directRouter({ refreshMs })
+              : partitioned();
+    // Workers push their load at least as often as the board is read (SIE's early router: every 200 ms).
+    const statusMs = Math.min(200, Math.max(20, refreshMs === 0 ? 20 : refreshMs));
+    return {
+      name: spec,
+      intake: "share",
+      partitions: 1,
+      gatewayEnv,
+      workerEnv: { SHOAL_ROUTED_INTAKE: "1", SHOAL_STATUS_INTERVAL_MS: String(statusMs) },
+      twin,
+      routed: true,
+    };
+  });
+}

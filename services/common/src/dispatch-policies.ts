@@ -1,0 +1,174 @@
+/**
+ * Dispatch policies (issue #16), one implementation for the discrete-event simulation
+ * (services/sim) and the gateway's routed dispatch (SHOAL_DISPATCH). `shared` is Shoal's: one
+ * queue, any idle device pulls its next batch from it. Every other policy is a router that pushes
+ * each job to one device's private queue when it arrives, deciding from what it knows: nothing
+ * (hash, round robin) or a status board of device load that is only as fresh as its last refresh.
+ */
+
+/** What a router knows of a job: a number to hash (partitioning) and its estimated tokens. */
+export interface RoutedJob {
+  /** Hashed by the partitioning router: a trace job's id, or a hash of a key. */
+  readonly id: number;
+  /** Σ tokens (pending-token metrics and own-send counts). */
+  readonly totalTokens: number;
+}
+
+/** A device's load as the simulation knows it now (live, exact). */
+export interface DeviceLoad {
+  /** Jobs waiting in its private queue. */
+  readonly queuedJobs: number;
+  /** Σ tokens of those jobs. */
+  readonly queuedTokens: number;
+  /** Jobs of the batch it is running (0 when idle). */
+  readonly runningJobs: number;
+  /** Σ tokens of the batch it is running. */
+  readonly runningTokens: number;
+}
+
+/** A router: picks the device of each arriving job. */
+export interface Router {
+  /** Status board period, ms; `refresh` is called every period from time 0. None: never. */
+  readonly refreshMs?: number;
+  /** Takes a snapshot of the devices' load (the status push). */
+  refresh?(devices: readonly DeviceLoad[]): void;
+  /** Index of the device the job goes to. */
+  route(job: RoutedJob, devices: readonly DeviceLoad[]): number;
+}
+
+/** How jobs reach devices. */
+export type DispatchPolicy =
+  | { readonly kind: "shared"; readonly name: string }
+  | { readonly kind: "routed"; readonly name: string; readonly createRouter: (devices: number, rand: () => number) => Router };
+
+/** (a) Shoal: one shared queue; an idle device assembles its batch from it at pull time. */
+export function sharedQueue(): DispatchPolicy {
+  return { kind: "shared", name: "shared queue" };
+}
+
+/** 32-bit mix of an integer (murmur3 finaliser): the partitioner's hash of a job key. */
+export function mix32(x: number): number {
+  let h = x >>> 0;
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/** (b) Static partition, as a consumer group: the job's key hashed to one device's queue. */
+export function partitioned(): DispatchPolicy {
+  return { kind: "routed", name: "partition (hash)", createRouter: (n) => ({ route: (job) => mix32(job.id) % n }) };
+}
+
+/** (c) Round robin over the devices. */
+export function roundRobin(): DispatchPolicy {
+  return {
+    kind: "routed",
+    name: "round robin",
+    createRouter: (n) => {
+      let next = 0;
+      return { route: () => next++ % n };
+    },
+  };
+}
+
+/** What a board-driven router measures a device's load by. */
+export type LoadMetric = "pending-tokens" | "queue-depth";
+
+function loadOf(d: DeviceLoad, metric: LoadMetric): number {
+  return metric === "pending-tokens" ? d.queuedTokens + d.runningTokens : d.queuedJobs + d.runningJobs;
+}
+
+function sendCost(job: RoutedJob, metric: LoadMetric): number {
+  return metric === "pending-tokens" ? job.totalTokens : 1;
+}
+
+/** Options of {@link leastLoaded}. */
+export interface LeastLoadedOptions {
+  /** Status board period, ms. */
+  readonly refreshMs: number;
+  /** Add the router's own sends since the last refresh to the board (a router-side estimate). */
+  readonly countOwnSends: boolean;
+  /** Among equally loaded devices: the first, or one at random. */
+  readonly ties: "first" | "random";
+  readonly metric?: LoadMetric;
+  readonly name?: string;
+}
+
+/** A status board: loads as of the last refresh, plus own sends when counted. */
+function createBoard(
+  n: number,
+  metric: LoadMetric,
+  countOwnSends: boolean,
+): { board: number[]; refresh: (d: readonly DeviceLoad[]) => void; sent: (i: number, job: RoutedJob) => void } {
+  const board = new Array<number>(n).fill(0);
+  return {
+    board,
+    refresh: (devices) => {
+      devices.forEach((d, i) => {
+        board[i] = loadOf(d, metric);
+      });
+    },
+    sent: (i, job) => {
+      if (countOwnSends) board[i]! += sendCost(job, metric);
+    },
+  };
+}
+
+/** (d) Least loaded on a status board refreshed every `refreshMs`. */
+export function leastLoaded(opts: LeastLoadedOptions): DispatchPolicy {
+  const metric = opts.metric ?? "pending-tokens";
+  const name = opts.name ?? `least-loaded R=${opts.refreshMs}ms${opts.countOwnSends ? " +own" : ""} ${opts.ties === "random" ? "rand" : "first"}`;
+  return {
+    kind: "routed",
+    name,
+    createRouter: (n, rand) => {
+      const b = createBoard(n, metric, opts.countOwnSends);
+      return {
+        refreshMs: opts.refreshMs,
+        refresh: b.refresh,
+        route(job) {
+          const min = Math.min(...b.board);
+          const candidates: number[] = [];
+          b.board.forEach((v, i) => {
+            if (v === min) candidates.push(i);
+          });
+          const pick = opts.ties === "random" ? candidates[Math.floor(rand() * candidates.length)]! : candidates[0]!;
+          b.sent(pick, job);
+          return pick;
+        },
+      };
+    },
+  };
+}
+
+/** (e) Power of two choices on pending tokens: two distinct devices at random, the less loaded on the board (own sends counted). */
+export function powerOfTwo(opts: { readonly refreshMs: number }): DispatchPolicy {
+  return {
+    kind: "routed",
+    name: `power of two R=${opts.refreshMs}ms`,
+    createRouter: (n, rand) => {
+      const b = createBoard(n, "pending-tokens", true);
+      return {
+        refreshMs: opts.refreshMs,
+        refresh: b.refresh,
+        route(job) {
+          const first = Math.floor(rand() * n);
+          const second = n === 1 ? first : (first + 1 + Math.floor(rand() * (n - 1))) % n;
+          const pick = b.board[second]! < b.board[first]! ? second : first;
+          b.sent(pick, job);
+          return pick;
+        },
+      };
+    },
+  };
+}
+
+/**
+ * (f) The SIE-early "direct" router: each device pushes its queue depth every 200 ms; the router
+ * sends to the minimum, ties to the first device (so it fills the first devices first), without
+ * accounting for what it sent since.
+ */
+export function directRouter(opts: { readonly refreshMs?: number } = {}): DispatchPolicy {
+  const refreshMs = opts.refreshMs ?? 200;
+  return leastLoaded({ refreshMs, countOwnSends: false, ties: "first", metric: "queue-depth", name: `direct (depth push ${refreshMs}ms, fill-first)` });
+}
