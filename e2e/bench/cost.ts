@@ -22,8 +22,8 @@ import { ensureModel } from "@shoal/models";
 import { VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { createInferenceThreads } from "@shoal/worker/runtime/inference-threads";
 import { createTextTokenizer } from "@shoal/worker/runtime/text-tokenizer";
-import { startScratchBroker, type ScratchBroker } from "../../infra/dev/broker.ts";
-import { startCluster } from "../harness/cluster.ts";
+import { startCluster, type TestCluster } from "../harness/cluster.ts";
+import { benchBroker } from "./bench-broker.ts";
 import { clientsFor } from "../harness/clients.ts";
 import { scrape } from "../harness/prometheus.ts";
 import { mainThreadCpuMs, pidListeningOn, processCpuMs } from "./cpu-counters.ts";
@@ -38,11 +38,8 @@ const TEXTS = ["a short query", "where is the reef", "kafka share groups", "smal
 const PROFILE_DIR = process.env["BENCH_PROFILE"];
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
 
-let broker: ScratchBroker | undefined;
-if (!process.env["KAFKA_BROKERS"]) {
-  broker = await startScratchBroker();
-  process.env["KAFKA_BROKERS"] = broker.brokers;
-}
+let current: TestCluster | undefined;
+const broker = await benchBroker(log, () => current);
 const brokerPort = Number(process.env["KAFKA_BROKERS"]!.split(",")[0]!.split(":")[1]);
 
 try {
@@ -68,6 +65,7 @@ try {
     workerEnv: { SHOAL_INFERENCE_THREADS: "1", SHOAL_INTRA_OP_THREADS: "1", ...prof("worker") },
     gatewayEnv: prof("gateway"),
   });
+  current = cluster;
   try {
     const model = cluster.modelIds[0]!;
     const { inference } = clientsFor(cluster.urls[0]!, "connect");

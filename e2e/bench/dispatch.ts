@@ -34,12 +34,12 @@ import { generateTrace, loneJobMs, simulate, WORKER_BATCHING, type Trace } from 
 import { lagVerdict } from "@shoal/worker/runtime/simulated/device";
 import { simProfile } from "@shoal/worker/runtime/simulated/profile";
 import { createTextTokenizer } from "@shoal/worker/runtime/text-tokenizer";
-import { startScratchBroker, type ScratchBroker } from "../../infra/dev/broker.ts";
 import { startCluster, type TestCluster } from "../harness/cluster.ts";
 import { clientsFor } from "../harness/clients.ts";
 import { scrape, total } from "../harness/prometheus.ts";
 import { kneeOf, loadPoint, passes, type LoadPoint } from "./dispatch-analysis.ts";
 import { DEFAULT_ARMS, parseArms, type DispatchArm } from "./dispatch-arms.ts";
+import { benchBroker } from "./bench-broker.ts";
 import { percentile, textOfTokens } from "./workload.ts";
 
 const { values: args } = parseArgs({
@@ -242,20 +242,7 @@ async function inferenceSeconds(url: string): Promise<number> {
 
 const fmtMs = (ms: number): string => (Number.isFinite(ms) ? ms.toFixed(0) : "∞");
 
-let broker: ScratchBroker | undefined;
-// Interrupted: stop what this run started (its cluster, its scratch broker), nothing else.
-for (const sig of ["SIGINT", "SIGTERM"] as const) {
-  process.once(sig, () => {
-    log(`${sig}: stopping this run's cluster and broker`);
-    void Promise.allSettled([current?.stop()])
-      .then(() => broker?.stop())
-      .finally(() => process.exit(130));
-  });
-}
-if (!process.env["KAFKA_BROKERS"]) {
-  broker = await startScratchBroker();
-  process.env["KAFKA_BROKERS"] = broker.brokers;
-}
+const broker = await benchBroker(log, () => current);
 
 try {
   const started = performance.now();

@@ -32,11 +32,11 @@ import { generateTrace, type TraceModel } from "@shoal/sim";
 import { lagVerdict } from "@shoal/worker/runtime/simulated/device";
 import { callCostMs, simProfile } from "@shoal/worker/runtime/simulated/profile";
 import { createTextTokenizer } from "@shoal/worker/runtime/text-tokenizer";
-import { startScratchBroker, type ScratchBroker } from "../../infra/dev/broker.ts";
 import { startCluster, type TestCluster } from "../harness/cluster.ts";
 import { clientsFor } from "../harness/clients.ts";
 import { scrape, total, type Scrape } from "../harness/prometheus.ts";
 import { armFigures, type AnsweredJob, type ArmFigures, type Interval, type JobShape, unbatchedCostMs } from "./intake-analysis.ts";
+import { benchBroker } from "./bench-broker.ts";
 import { percentile, textOfTokens } from "./workload.ts";
 
 const { values: args } = parseArgs({
@@ -288,21 +288,8 @@ async function runArm(arm: Arm, texts: Map<number, string>): Promise<ArmResult> 
   }
 }
 
-let broker: ScratchBroker | undefined;
-// Interrupted: stop what this run started (its cluster, its scratch broker), nothing else.
 let current: TestCluster | undefined;
-for (const sig of ["SIGINT", "SIGTERM"] as const) {
-  process.once(sig, () => {
-    log(`${sig}: stopping this run's cluster and broker`);
-    void Promise.allSettled([current?.stop()])
-      .then(() => broker?.stop())
-      .finally(() => process.exit(130));
-  });
-}
-if (!process.env["KAFKA_BROKERS"]) {
-  broker = await startScratchBroker();
-  process.env["KAFKA_BROKERS"] = broker.brokers;
-}
+const broker = await benchBroker(log, () => current);
 
 try {
   log(

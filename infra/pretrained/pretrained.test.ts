@@ -17,6 +17,7 @@ import { createInferenceThreads, type InferenceThreads } from "../../services/wo
 import { l2normalize } from "../../services/worker/src/runtime/l2-normalize.ts";
 import { createTextTokenizer, type TextTokenizer } from "../../services/worker/src/runtime/text-tokenizer.ts";
 import { ensurePretrained, PRETRAINED_MODEL_ID, writeReferenceEmbeddings } from "../models/src/pretrained.ts";
+import { cosine } from "./cosine.ts";
 
 const SENTENCES_FILE = fileURLToPath(new URL("./sentences.json", import.meta.url));
 const MIN_COSINE = 0.9999;
@@ -41,18 +42,6 @@ const skip = process.env.SHOAL_SKIP_PRETRAINED === "1" ? "SHOAL_SKIP_PRETRAINED=
 const log = (line: string): void => {
   process.stderr.write(`${line}\n`);
 };
-
-function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i]! * b[i]!;
-    na += a[i]! * a[i]!;
-    nb += b[i]! * b[i]!;
-  }
-  return dot / Math.sqrt(na * nb);
-}
 
 describe("pretrained all-MiniLM-L6-v2 matches sentence-transformers", { skip }, () => {
   let work: string;

@@ -23,6 +23,7 @@ import { createTextTokenizer } from "../../services/worker/src/runtime/text-toke
 import { ensureModel } from "../models/src/ensure-model.ts";
 import { ensurePretrained, ensurePretrainedEnv } from "../models/src/pretrained.ts";
 import { runLogged } from "../models/src/python-env.ts";
+import { cosine } from "./cosine.ts";
 
 const SIDECAR_SCRIPT = fileURLToPath(new URL("../../services/sidecar-pytorch/sidecar.py", import.meta.url));
 const CROSS_ENCODER_SCRIPT = fileURLToPath(new URL("./tiny_cross_encoder.py", import.meta.url));
@@ -36,18 +37,6 @@ const logger = {
   info: (obj: object, msg?: string) => lines.push(`${msg} ${JSON.stringify(obj)}`),
   warn: (obj: object, msg?: string) => lines.push(`WARN ${msg} ${JSON.stringify(obj)}`),
 };
-
-function cosine(a: Float32Array, b: Float32Array): number {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i]! * b[i]!;
-    na += a[i]! * a[i]!;
-    nb += b[i]! * b[i]!;
-  }
-  return dot / Math.sqrt(na * nb);
-}
 
 function rows(v: Float32Array, dims: number): Float32Array[] {
   return Array.from({ length: v.length / dims }, (_, i) => v.subarray(i * dims, (i + 1) * dims));

@@ -8,6 +8,7 @@
  */
 import { type ModelSpec, ModelLoadError } from "@shoal/common/model-manifest";
 import { InferenceError, type InferenceErrorReason } from "../errors.ts";
+import { groupProblem } from "../group-problem.ts";
 import type { InferenceThreads, InferenceThreadsInfo, RunGroup, RunResult } from "../inference-threads.ts";
 import type { ExecutionProviderChoice } from "../onnx-session.ts";
 import { float32Of, type OutTensor } from "./frames.ts";
@@ -23,22 +24,6 @@ export interface SidecarPoolOptions {
 }
 
 const REASONS: readonly InferenceErrorReason[] = ["run-failed", "bad-output", "invalid-input", "thread-crashed", "closed"];
-
-/** Why a group cannot run, or undefined; mirrors packGroup's checks. */
-function problemOf(g: RunGroup): string | undefined {
-  if (g.ids.length === 0) return "a group needs at least one sequence";
-  if (g.typeIds !== undefined && g.typeIds.length !== g.ids.length) return `a group of ${g.ids.length} sequences has type ids for ${g.typeIds.length}`;
-  for (const [i, seq] of g.ids.entries()) {
-    if (seq.length === 0) return `sequence ${i} is empty (it needs at least its special tokens)`;
-    const types = g.typeIds?.[i];
-    if (types !== undefined && types.length !== seq.length) return `sequence ${i} has ${seq.length} ids but ${types.length} type ids`;
-    for (let s = 0; s < seq.length; s++) {
-      const id = seq[s]!;
-      if (!(Number.isInteger(id) && id >= 0 && id < 2 ** 31)) return `sequence ${i} has an invalid id at ${s}: ${id}`;
-    }
-  }
-  return undefined;
-}
 
 /** One group as tensors: ids [B, L] zero-padded, lengths [B], types [B, L] when given. */
 function groupTensors(g: RunGroup, index: number, typed: boolean): Record<string, OutTensor> {
@@ -143,7 +128,7 @@ export async function createSidecarPool(opts: SidecarPoolOptions): Promise<Infer
     run(groups: readonly RunGroup[]): Promise<RunResult> {
       if (closing !== undefined) return Promise.reject(new InferenceError("closed", "inference pool is closed"));
       for (const g of groups) {
-        const problem = problemOf(g);
+        const problem = groupProblem(g, true);
         if (problem !== undefined) return Promise.reject(new InferenceError("invalid-input", problem));
       }
       if (groups.length === 0) return Promise.resolve({ vectors: new Float32Array(0), inferenceMs: 0, paddedTokens: 0 });

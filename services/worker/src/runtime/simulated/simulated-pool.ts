@@ -6,6 +6,7 @@
  */
 import type { ModelSpec } from "@shoal/common/model-manifest";
 import { InferenceError } from "../errors.ts";
+import { groupProblem } from "../group-problem.ts";
 import type { InferenceThreads, InferenceThreadsInfo, RunGroup, RunResult } from "../inference-threads.ts";
 import type { SimulatedDevice } from "./device.ts";
 import { syntheticRows } from "./synthetic-output.ts";
@@ -17,18 +18,6 @@ export interface SimulatedPoolOptions {
   readonly device: SimulatedDevice;
   /** Reported in `info.threads` only: the device serialises calls whatever the thread count. */
   readonly threads?: number;
-}
-
-/** Why a group cannot run, or undefined; mirrors packGroup's checks without packing. */
-function problemOf(g: RunGroup): string | undefined {
-  if (g.ids.length === 0) return "a group needs at least one sequence";
-  if (g.typeIds !== undefined && g.typeIds.length !== g.ids.length) return `a group of ${g.ids.length} sequences has type ids for ${g.typeIds.length}`;
-  for (const [i, seq] of g.ids.entries()) {
-    if (seq.length === 0) return `sequence ${i} is empty (it needs at least its special tokens)`;
-    const types = g.typeIds?.[i];
-    if (types !== undefined && types.length !== seq.length) return `sequence ${i} has ${seq.length} ids but ${types.length} type ids`;
-  }
-  return undefined;
 }
 
 /** "Loads" the model (waits the profile's load time) and returns a pool that runs it on `device`. */
@@ -52,7 +41,7 @@ export async function createSimulatedPool(opts: SimulatedPoolOptions): Promise<I
     run(groups: readonly RunGroup[]): Promise<RunResult> {
       if (closing !== undefined) return Promise.reject(new InferenceError("closed", "inference pool is closed"));
       for (const g of groups) {
-        const problem = problemOf(g);
+        const problem = groupProblem(g);
         if (problem !== undefined) return Promise.reject(new InferenceError("invalid-input", problem));
       }
       if (groups.length === 0) return Promise.resolve({ vectors: new Float32Array(0), inferenceMs: 0, paddedTokens: 0 });
