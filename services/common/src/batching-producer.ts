@@ -60,9 +60,6 @@ export function createBatchingProducer(
     kafka.producer({
       idempotent: true,
       maxInFlightRequests: 1,
-      // Topics are made by ensureTopics with their settings; a record for a name nobody made
-      // (a forged reply topic, a typo) must fail, not create a topic with broker defaults.
-      allowAutoTopicCreation: false,
       createPartitioner: Partitioners.DefaultPartitioner,
       ...(opts.retry ? { retry: opts.retry } : {}),
     });
