@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { kafkaBrokers } from "./harness/cluster.ts";
@@ -7,13 +9,33 @@ import { kafkaBrokers } from "./harness/cluster.ts";
 /**
  * `npm run bench:dispatch` cannot rot (issue #16): its smallest run — two workers, the shared
  * queue and one routed arm, one light load point — against the test broker, in well under two
- * minutes. Checks that it finishes and reports every job answered; the figures themselves gate nothing.
+ * minutes, serving the agent's nine models. Checks that it finishes, reports every job answered,
+ * and writes its JSON results and chart; the figures themselves gate nothing.
  */
 test("bench:dispatch smoke: share and round-robin at one light load", { timeout: 240_000 }, async () => {
   const root = join(import.meta.dirname, "..");
+  const dir = await mkdtemp(join(tmpdir(), "shoal-bench-dispatch-"));
+  const json = join(dir, "results.json");
+  const chart = join(dir, "chart.svg");
   const child = spawn(
     process.execPath,
-    ["--import", "tsx", "e2e/bench/dispatch.ts", "--arms", "share,round-robin", "--workers", "2", "--loads", "0.4", "--seconds", "3"],
+    [
+      "--import",
+      "tsx",
+      "e2e/bench/dispatch.ts",
+      "--arms",
+      "share,round-robin",
+      "--workers",
+      "2",
+      "--loads",
+      "0.4",
+      "--seconds",
+      "3",
+      "--json",
+      json,
+      "--chart",
+      chart,
+    ],
     { cwd: root, env: { ...process.env, KAFKA_BROKERS: kafkaBrokers() }, stdio: ["ignore", "pipe", "pipe"] },
   );
   let out = "";
@@ -29,4 +51,18 @@ test("bench:dispatch smoke: share and round-robin at one light load", { timeout:
     assert.ok(row, `no load point for ${arm} in\n${out}`);
     assert.equal(row.split("|")[3]!.trim(), "100.0%", `${arm} answered every job: ${row}`);
   }
+  assert.match(err, /live path outside the device \d+\.\d ms/, "the path probe ran");
+  const results = JSON.parse(await readFile(json, "utf8")) as { models: number; arms: { name: string; points: unknown[] }[] };
+  assert.equal(results.models, 9, "nine served models by default");
+  assert.deepEqual(
+    results.arms.map((a) => [a.name, a.points.length]),
+    [
+      ["share", 1],
+      ["round-robin", 1],
+    ],
+  );
+  const svg = await readFile(chart, "utf8");
+  assert.match(svg, /^<svg /);
+  assert.match(svg, /round-robin/, "the chart's legend names the arms");
+  await rm(dir, { recursive: true, force: true });
 });

@@ -18,46 +18,75 @@
  *   npm run bench:dispatch                       # 4 workers, ρ 0.25..4, 20 s of arrivals per point
  *   npm run bench:dispatch -- --quick            # 3 workers, ρ 0.5..3, 6 s per point (a few minutes)
  *   npm run bench:dispatch -- --arms share,least-loaded@SHOAL_DISPATCH_REFRESH_MS=50+SHOAL_DISPATCH_COUNT_OWN=0
+ *   npm run bench:dispatch -- --json out.json --chart docs/bench/dispatch.svg
+ *
+ * Every routed setting listed is a candidate of the tuning sweep: the report names the best-tuned
+ * routed arm per SLO. Ablations: --models 1 (one model instead of nine), --burst-factor 1 (no
+ * bursts), --gateways 2 (each with its own stale view; an agent request's calls go to one gateway),
+ * --zipf 0|1.5.
  *
  * Options: --seed N (1), --workers N, --loads a,b,c, --seconds N per point, --profile
  * (cpu-minilm: a lone median request takes ~100+ ms, so
  * the Kafka path's fixed tens of ms stay small against it), --dilation (1; gpu-a100-bert needs ~20
  * for timers to stay small against its service times, and its 1.5 s model load × dilation must fit
- * the harness's 60 s start wait), --arms (see dispatch-arms.ts), --max-lag f (0.05).
- * One served model: every call shape goes to it (the issue's "one model instead of nine" ablation).
+ * the harness's 60 s start wait), --arms (see dispatch-arms.ts), --max-lag f (0.05), --models 9|1,
+ * --gateways N, --zipf s, --burst-factor f, --json FILE, --chart FILE.svg, --load-ms N (SHOAL_SIM_LOAD_MS: a model
+ * load's cost in profile ms, for profiles whose real load × dilation would make the start minutes long).
+ * Nine models (default): the trace's nine model ids are served as nine catalog entries of one
+ * simulated model directory (each its own residency, batches and metrics); the DES twin serves the same nine.
+ * The live path outside the device (gateway, Kafka both ways) is measured with lone calls before
+ * the sweep and added to every twin answer, so live and twin compare like with like.
  * Env: KAFKA_BROKERS (default: a scratch broker started for the run).
  */
+import { writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { readModelDir } from "@shoal/common/model-manifest";
 import { ensureModel, mulberry32 } from "@shoal/models";
-import { generateTrace, loneJobMs, simulate, WORKER_BATCHING, type Trace } from "@shoal/sim";
+import { generateTrace, loneJobMs, simulate, WORKER_BATCHING, type Trace, type TraceJob } from "@shoal/sim";
 import { lagVerdict } from "@shoal/worker/runtime/simulated/device";
-import { simProfile } from "@shoal/worker/runtime/simulated/profile";
+import { callCostMs, simProfile } from "@shoal/worker/runtime/simulated/profile";
 import { createTextTokenizer } from "@shoal/worker/runtime/text-tokenizer";
 import { startCluster, type TestCluster } from "../harness/cluster.ts";
 import { clientsFor } from "../harness/clients.ts";
 import { scrape, total } from "../harness/prometheus.ts";
-import { kneeOf, loadPoint, passes, type LoadPoint } from "./dispatch-analysis.ts";
-import { DEFAULT_ARMS, parseArms, type DispatchArm } from "./dispatch-arms.ts";
 import { benchBroker } from "./bench-broker.ts";
+import { loadPoint, passes, type LoadPoint } from "./dispatch-analysis.ts";
+import { DEFAULT_ARMS, parseArms, type DispatchArm } from "./dispatch-arms.ts";
+import { dispatchChartSvg } from "./dispatch-chart.ts";
+import { reportLines, type ArmPoint, type ArmResult, type DispatchResults } from "./dispatch-report.ts";
 import { percentile, textOfTokens } from "./workload.ts";
 
 const { values: args } = parseArgs({
   options: {
     quick: { type: "boolean", default: false },
+    real: { type: "boolean", default: false },
     seed: { type: "string", default: "1" },
     workers: { type: "string" },
+    gateways: { type: "string", default: "1" },
+    models: { type: "string", default: "9" },
+    zipf: { type: "string", default: "1.1" },
+    "burst-factor": { type: "string", default: "4" },
     loads: { type: "string" },
     seconds: { type: "string" },
     profile: { type: "string", default: "cpu-minilm" },
     dilation: { type: "string", default: "1" },
+    "load-ms": { type: "string" },
     arms: { type: "string", default: DEFAULT_ARMS },
     "max-lag": { type: "string", default: "0.05" },
+    json: { type: "string" },
+    chart: { type: "string" },
   },
 });
 const QUICK = args.quick;
+/** Real compute: workers run the MiniLM-shaped model on onnxruntime-node (one inference thread each); the profile then only sizes the loads and the DES twin. */
+const REAL = args.real;
 const SEED = Number(args.seed);
 const WORKERS = Number(args.workers ?? (QUICK ? 3 : 4));
+const GATEWAYS = Number(args.gateways);
+const MODELS = Number(args.models);
+if (MODELS !== 1 && MODELS !== 9) throw new Error(`--models is 9 (the agent's nine) or 1 (the ablation), not ${args.models}`);
+const ZIPF = Number(args.zipf);
+const BURST_FACTOR = Number(args["burst-factor"]);
 // ρ counts unbatched work, and batching saves much of it: knees lie above 1.
 const LOADS = (args.loads ?? (QUICK ? "0.5,1,1.5,2,3" : "0.25,0.5,0.75,1,1.25,1.5,2,2.5,3,4")).split(",").map(Number);
 const SECONDS = Number(args.seconds ?? (QUICK ? 6 : 20));
@@ -73,10 +102,19 @@ const CALL_TIMEOUT_MS = 20_000;
 
 const log = (m: string): void => void process.stderr.write(`${m}\n`);
 
-/** The trace at load ρ: same requests, only time scaled (as services/sim's sweep builds it). */
+/** The trace at load ρ: same requests, only time scaled (as services/sim's sweep builds it); one model when --models 1. */
 function traceAt(requestsPerSecond: number, requests: number): Trace {
   const gapMs = 1000 / requestsPerSecond;
-  return generateTrace({ seed: SEED, requests, requestsPerSecond, calmMeanMs: 300 * gapMs, burstMeanMs: 75 * gapMs });
+  const trace = generateTrace({
+    seed: SEED,
+    requests,
+    requestsPerSecond,
+    zipfS: ZIPF,
+    burstFactor: BURST_FACTOR,
+    calmMeanMs: 300 * gapMs,
+    burstMeanMs: 75 * gapMs,
+  });
+  return MODELS === 1 ? { ...trace, models: [trace.models[0]!], jobs: trace.jobs.map((j) => ({ ...j, model: 0 })) } : trace;
 }
 const reference = traceAt(1, 2_000);
 const loneRequest = new Array<number>(reference.requests).fill(0);
@@ -91,32 +129,43 @@ const WORK_PER_REQUEST_MS = work / reference.requests;
 const rateAt = (load: number): number => (load * WORKERS * 1000) / WORK_PER_REQUEST_MS;
 const SLOS = SLO_MULTIPLES.map((k) => ({ k, ms: k * LONE_MEDIAN_MS }));
 const LOOSEST_MS = Math.max(...SLOS.map((s) => s.ms));
+const PATH_PROBE_TOKENS = 16;
+const RUNTIME_LABEL = REAL ? `onnxruntime-node (real compute; DES twin and loads sized by ${PROFILE.id})` : `simulated:${PROFILE.id} x${DILATION}`;
+if (REAL && (DILATION !== 1 || PROFILE.id !== "cpu-minilm")) throw new Error("--real runs the CPU model itself: use the cpu-minilm profile, dilation 1");
 
-/** The DES twin of a point: the same trace, one model (as served live), the same router. */
-function twinOf(arm: DispatchArm, trace: Trace): LoadPoint & { busy: number } {
-  const oneModel: Trace = { ...trace, models: [trace.models[0]!], jobs: trace.jobs.map((j) => ({ ...j, model: 0 })) };
-  const r = simulate({ trace: oneModel, devices: WORKERS, cost: COST, policy: arm.twin, batching: BATCHING, seed: SEED });
+/** The DES twin of a point: the same trace and models, the same router, the live path's fixed latency. */
+function twinOf(arm: DispatchArm, trace: Trace, pathMs: number): { point: LoadPoint; busy: number; useful: number } {
+  const r = simulate({ trace, devices: WORKERS, cost: COST, policy: arm.twin, batching: BATCHING, seed: SEED, pathMs });
   return {
-    load: 0,
-    jobs: r.jobs,
-    answeredFraction: r.answeredFraction,
-    requestP50Ms: r.latency["request"]!.p50Ms,
-    requestP99Ms: r.latency["request"]!.p99Ms,
-    throughputJobsPerSecond: r.throughputJobsPerSecond,
+    point: {
+      load: 0,
+      jobs: r.jobs,
+      answeredFraction: r.answeredFraction,
+      requestP50Ms: r.latency["request"]!.p50Ms,
+      requestP99Ms: r.latency["request"]!.p99Ms,
+      throughputJobsPerSecond: r.throughputJobsPerSecond,
+    },
     busy: r.busyFraction.reduce((a, b) => a + b, 0) / r.busyFraction.length,
+    useful: r.usefulTokenFraction,
   };
-}
-
-interface ArmRun {
-  readonly arm: DispatchArm;
-  readonly points: { live: LoadPoint; twin: LoadPoint & { busy: number }; busy: number }[];
-  readonly lagVerdicts: string[];
-  readonly worstLag: number;
 }
 
 let current: TestCluster | undefined;
 
-async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<ArmRun> {
+/** Sums of the workers' device counters: inference seconds, useful and padded tokens. */
+async function deviceCounters(urls: readonly string[]): Promise<{ seconds: number; tokens: number; padded: number }> {
+  const scrapes = await Promise.all(urls.map((u) => scrape(u)));
+  let seconds = 0;
+  for (const s of scrapes)
+    for (const line of s.text.split("\n")) if (line.startsWith("shoal_worker_inference_seconds_sum")) seconds += Number(line.slice(line.lastIndexOf(" ") + 1));
+  return {
+    seconds,
+    tokens: scrapes.reduce((n, s) => n + total(s, "shoal_worker_tokens_total"), 0),
+    padded: scrapes.reduce((n, s) => n + total(s, "shoal_worker_padded_tokens_total"), 0),
+  };
+}
+
+async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<ArmResult> {
   log(
     `==> arm ${arm.name}: ${
       arm.routed
@@ -124,17 +173,25 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
             .map(([k, v]) => `${k}=${v}`)
             .join(" ")}`
         : `${arm.intake} intake, ${arm.partitions} partition(s)`
-    }, ${WORKERS} workers on simulated:${PROFILE.id} x${DILATION}`,
+    }, ${WORKERS} workers on ${RUNTIME_LABEL}, ${GATEWAYS} gateway(s), ${MODELS} model(s)`,
   );
+  const modelDir = await ensureModel("mini");
   const cluster = await startCluster({
     workers: WORKERS,
-    presets: ["mini"],
+    gateways: GATEWAYS,
+    presets: [],
+    entries: reference.models.map((m) => ({ dir: modelDir, fields: { id: m.id } })),
     intake: arm.intake,
     partitions: arm.partitions,
     gatewayEnv: { ...arm.gatewayEnv },
     workerEnv: {
-      SHOAL_RUNTIME: `simulated:${PROFILE.id}`,
-      SHOAL_SIM_DILATION: String(DILATION),
+      ...(REAL
+        ? { SHOAL_INTRA_OP_THREADS: "1" }
+        : {
+            SHOAL_RUNTIME: `simulated:${PROFILE.id}`,
+            SHOAL_SIM_DILATION: String(DILATION),
+            ...(args["load-ms"] !== undefined ? { SHOAL_SIM_LOAD_MS: args["load-ms"] } : {}),
+          }),
       SHOAL_INFERENCE_THREADS: "1",
       SHOAL_PER_CALL_OVERHEAD_TOKENS: String(BATCHING.perCallOverheadTokens),
       ...arm.workerEnv,
@@ -145,24 +202,40 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
     const metricsUrls = await Promise.all(
       cluster.workers.map(async (w) => `http://127.0.0.1:${String((await w.waitForLog((l) => l.msg === "worker pulling jobs"))["httpPort"])}/metrics`),
     );
-    const model = cluster.modelIds[0]!;
-    const clients = clientsFor(cluster.urls[0]!, "grpc");
+    const clients = cluster.urls.map((u) => clientsFor(u, "grpc"));
     if (arm.routed) {
       for (const deadline = Date.now() + 20_000; ; ) {
-        const { workers } = await clients.cluster.getCluster({});
-        if (workers.filter((w) => w.routedIntake).length === WORKERS) break;
-        if (Date.now() > deadline) throw new Error(`the gateway never saw ${WORKERS} routed workers`);
+        const views = await Promise.all(clients.map((c) => c.cluster.getCluster({})));
+        if (views.every((v) => v.workers.filter((w) => w.routedIntake).length === WORKERS)) break;
+        if (Date.now() > deadline) throw new Error(`the gateways never saw ${WORKERS} routed workers`);
         await new Promise((r) => setTimeout(r, 100));
       }
     }
-    const call = (inputs: string[]) => clients.inference.embed({ model, inputs }, { timeoutMs: CALL_TIMEOUT_MS });
-    // Every worker joined and serving before the clock starts (group: the last rebalance done).
-    for (let i = 0; i < 3; i++) await Promise.all(Array.from({ length: 4 * WORKERS }, () => call([texts.get(16)!])));
-    const points: ArmRun["points"] = [];
+    // An agent request's calls go to one gateway, requests spread over the gateways.
+    const call = (job: Pick<TraceJob, "request" | "model" | "tokens">) =>
+      clients[job.request % clients.length]!.inference.embed(
+        { model: reference.models[job.model]!.id, inputs: job.tokens.map((n) => texts.get(n)!) },
+        { timeoutMs: CALL_TIMEOUT_MS },
+      );
+    // Every worker joined, every model loaded and serving before the clock starts (group: the last rebalance done).
+    for (let i = 0; i < 3; i++)
+      await Promise.all(
+        reference.models.flatMap((_, model) => Array.from({ length: 2 * WORKERS }, (_, request) => call({ request, model, tokens: [PATH_PROBE_TOKENS] }))),
+      );
+    // The live path outside the device, measured on lone calls: their latency minus the device's planned cost.
+    const probes: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const t = performance.now();
+      await call({ request: i, model: 0, tokens: [PATH_PROBE_TOKENS] });
+      probes.push(performance.now() - t - callCostMs(COST, 1, PATH_PROBE_TOKENS));
+    }
+    const pathMs = Math.max(0, percentile(probes, 50));
+    log(`   ${arm.name}: live path outside the device ${pathMs.toFixed(1)} ms (median of 20 lone calls minus their device cost)`);
+    const points: ArmPoint[] = [];
     for (const load of LOADS) {
       const rate = rateAt(load);
       const trace = traceAt(rate, Math.max(20, Math.round(rate * SECONDS)));
-      const busyBefore = await Promise.all(metricsUrls.map(inferenceSeconds));
+      const before = await deviceCounters(metricsUrls);
       const latencies: (number | undefined)[] = new Array(trace.jobs.length).fill(undefined);
       let lastAnswerMs = 0;
       let inFlight = 0;
@@ -180,7 +253,7 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
         if (wait > 1) await new Promise((r) => setTimeout(r, wait));
         inFlight++;
         pending.push(
-          call(job.tokens.map((n) => texts.get(n)!)).then(
+          call(job).then(
             () => {
               const doneMs = performance.now() - t0;
               latencies[i] = doneMs - job.arrivalMs;
@@ -196,48 +269,53 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
       }
       await Promise.all(pending);
       clearInterval(progress);
-      const busyAfter = await Promise.all(metricsUrls.map(inferenceSeconds));
+      const after = await deviceCounters(metricsUrls);
       const live = loadPoint(load, trace.jobs, latencies, lastAnswerMs);
-      const busy = busyAfter.reduce((s, b, i) => s + b - busyBefore[i]!, 0) / WORKERS / (lastAnswerMs / 1000);
-      const twin = twinOf(arm, trace);
-      points.push({ live, twin, busy });
+      const twin = twinOf(arm, trace, pathMs);
+      const point: ArmPoint = {
+        live,
+        twin: { ...twin.point, load },
+        busy: (after.seconds - before.seconds) / WORKERS / (lastAnswerMs / 1000),
+        twinBusy: twin.busy,
+        usefulTokenFraction: after.padded > before.padded ? (after.tokens - before.tokens) / (after.padded - before.padded) : 1,
+        twinUsefulTokenFraction: twin.useful,
+      };
+      points.push(point);
       log(
         `   ${arm.name} ρ=${load}: ${trace.jobs.length} jobs, answered ${(live.answeredFraction * 100).toFixed(1)}%, request p50/p99 ${fmtMs(live.requestP50Ms)}/${fmtMs(live.requestP99Ms)} ms, ` +
-          `${live.throughputJobsPerSecond.toFixed(1)} jobs/s, busy ${busy.toFixed(2)} | DES twin p99 ${fmtMs(twin.requestP99Ms)} ms, ${twin.throughputJobsPerSecond.toFixed(1)} jobs/s`,
+          `${live.throughputJobsPerSecond.toFixed(1)} jobs/s, busy ${point.busy.toFixed(2)} | DES twin p99 ${fmtMs(twin.point.requestP99Ms)} ms, ${twin.point.throughputJobsPerSecond.toFixed(1)} jobs/s`,
       );
       // Past the loosest SLO there is no knee left to find.
       if (!passes(live, LOOSEST_MS)) break;
     }
-    const lags = await Promise.all(metricsUrls.map((u) => scrape(u)));
-    const lagVerdicts: string[] = [];
-    let worstLag = 0;
-    for (const [i, s] of lags.entries()) {
-      const ratio = total(s, "shoal_worker_simulated_timer_lag_ratio");
-      worstLag = Math.max(worstLag, ratio);
-      const verdict = lagVerdict(
-        {
-          samples: total(s, "shoal_worker_batches_total"),
-          meanLagMs: total(s, "shoal_worker_simulated_timer_lag_seconds", { stat: "mean" }) * 1000,
-          maxLagMs: total(s, "shoal_worker_simulated_timer_lag_seconds", { stat: "max" }) * 1000,
-          maxLagFraction: 0,
-          totalLagFraction: ratio,
-        },
-        MAX_LAG,
-      );
-      if (verdict) lagVerdicts.push(`${arm.name} worker ${i}: ${verdict}`);
-    }
-    return { arm, points, lagVerdicts, worstLag };
+    const { worstLag, lagVerdicts } = await lagOf(arm.name, metricsUrls);
+    return { name: arm.name, family: arm.name.split("@")[0]!, routed: arm.routed, pathMs, points, worstLag, lagVerdicts };
   } finally {
     await cluster.stop();
     current = undefined;
   }
 }
 
-async function inferenceSeconds(url: string): Promise<number> {
-  const s = await scrape(url);
-  let sum = 0;
-  for (const line of s.text.split("\n")) if (line.startsWith("shoal_worker_inference_seconds_sum")) sum += Number(line.slice(line.lastIndexOf(" ") + 1));
-  return sum;
+/** The simulated devices' timer lag, and a refusal per worker past --max-lag. */
+async function lagOf(arm: string, metricsUrls: readonly string[]): Promise<{ worstLag: number; lagVerdicts: string[] }> {
+  const lagVerdicts: string[] = [];
+  let worstLag = 0;
+  for (const [i, s] of (await Promise.all(metricsUrls.map((u) => scrape(u)))).entries()) {
+    const ratio = total(s, "shoal_worker_simulated_timer_lag_ratio");
+    worstLag = Math.max(worstLag, ratio);
+    const verdict = lagVerdict(
+      {
+        samples: total(s, "shoal_worker_batches_total"),
+        meanLagMs: total(s, "shoal_worker_simulated_timer_lag_seconds", { stat: "mean" }) * 1000,
+        maxLagMs: total(s, "shoal_worker_simulated_timer_lag_seconds", { stat: "max" }) * 1000,
+        maxLagFraction: 0,
+        totalLagFraction: ratio,
+      },
+      MAX_LAG,
+    );
+    if (verdict) lagVerdicts.push(`${arm} worker ${i}: ${verdict}`);
+  }
+  return { worstLag, lagVerdicts };
 }
 
 const fmtMs = (ms: number): string => (Number.isFinite(ms) ? ms.toFixed(0) : "∞");
@@ -247,71 +325,47 @@ const broker = await benchBroker(log, () => current);
 try {
   const started = performance.now();
   log(
-    `bench:dispatch: seed ${SEED}, ${WORKERS} workers on simulated:${PROFILE.id} x${DILATION}, loads ${LOADS.join("/")}, ${SECONDS} s of arrivals per point; ` +
-      `lone median request ${LONE_MEDIAN_MS.toFixed(1)} ms, SLOs ${SLOS.map((s) => `${s.k}x=${s.ms.toFixed(0)} ms`).join(", ")}; arms ${ARMS.map((a) => a.name).join(", ")}`,
+    `bench:dispatch: seed ${SEED}, ${WORKERS} workers on ${RUNTIME_LABEL}, ${GATEWAYS} gateway(s), ${MODELS} model(s), Zipf ${ZIPF}, burst factor ${BURST_FACTOR}, ` +
+      `loads ${LOADS.join("/")}, ${SECONDS} s of arrivals per point; lone median request ${LONE_MEDIAN_MS.toFixed(1)} ms, ` +
+      `SLOs ${SLOS.map((s) => `${s.k}x=${s.ms.toFixed(0)} ms`).join(", ")}; arms ${ARMS.map((a) => a.name).join(", ")}`,
   );
   const spec = await readModelDir(await ensureModel("mini"));
   const tokenizer = await createTextTokenizer(spec);
   const rand = mulberry32(SEED);
   const texts = new Map<number, string>();
-  for (const n of [16, ...new Set(LOADS.flatMap((l) => traceAt(rateAt(l), Math.max(20, Math.round(rateAt(l) * SECONDS))).jobs.flatMap((j) => j.tokens)))]) {
+  for (const n of [
+    PATH_PROBE_TOKENS,
+    ...new Set(LOADS.flatMap((l) => traceAt(rateAt(l), Math.max(20, Math.round(rateAt(l) * SECONDS))).jobs.flatMap((j) => j.tokens))),
+  ]) {
     if (!texts.has(n)) texts.set(n, textOfTokens(tokenizer, n, rand).text);
   }
-  const runs: ArmRun[] = [];
-  for (const arm of ARMS) runs.push(await runArm(arm, texts));
-  printReport(runs);
+  const arms: ArmResult[] = [];
+  for (const arm of ARMS) arms.push(await runArm(arm, texts));
+  const results: DispatchResults = {
+    command: `npm run bench:dispatch -- ${process.argv.slice(2).join(" ")}`.trim(),
+    seed: SEED,
+    workers: WORKERS,
+    gateways: GATEWAYS,
+    models: MODELS,
+    profile: PROFILE.id,
+    dilation: DILATION,
+    runtime: RUNTIME_LABEL,
+    zipf: ZIPF,
+    burstFactor: BURST_FACTOR,
+    secondsPerPoint: SECONDS,
+    loneMedianMs: LONE_MEDIAN_MS,
+    slos: SLOS,
+    arms,
+    maxLag: MAX_LAG,
+  };
+  console.log(reportLines(results).join("\n"));
+  if (arms.some((a) => a.lagVerdicts.length > 0)) process.exitCode = 3;
+  if (args.json !== undefined) await writeFile(args.json, `${JSON.stringify(results, (_, v: unknown) => (v === Infinity ? "Infinity" : v), 2)}\n`);
+  if (args.chart !== undefined) {
+    await writeFile(args.chart, await dispatchChartSvg(results));
+    log(`wrote ${args.chart}`);
+  }
   log(`bench:dispatch done in ${((performance.now() - started) / 1000).toFixed(0)} s`);
 } finally {
   await broker?.stop();
-}
-
-function printReport(runs: readonly ArmRun[]): void {
-  const refusals = runs.flatMap((r) => r.lagVerdicts);
-  const ref = runs[0]!;
-  const knees = runs.map((r) =>
-    SLOS.map((s) =>
-      kneeOf(
-        r.points.map((p) => p.live),
-        s.ms,
-      ),
-    ),
-  );
-  const twinKnees = runs.map((r) =>
-    SLOS.map((s) =>
-      kneeOf(
-        r.points.map((p) => ({ ...p.twin, load: p.live.load })),
-        s.ms,
-      ),
-    ),
-  );
-  const ratio = (a: number, b: number): string => (!Number.isFinite(a) || !Number.isFinite(b) ? "—" : b === 0 ? (a === 0 ? "—" : "∞") : (a / b).toFixed(2));
-  const lines = [
-    "",
-    `Shoal dispatch benchmark (live) — seed ${SEED}, ${WORKERS} workers on simulated:${PROFILE.id} x${DILATION} (1 device each), 1 gateway, 1 broker, one served model;`,
-    `loads ρ ${LOADS.join("/")} (${SECONDS} s of arrivals each, swept until the loosest SLO fails); lone median request ${LONE_MEDIAN_MS.toFixed(1)} ms.`,
-    `Knee: highest ρ with ≥ 99% answered and agent-request p99 ≤ SLO. Ratio: ${ref.arm.name} knee ÷ the arm's knee (goodput at the knee in jobs/s).`,
-    "",
-    `| arm | ${SLOS.map((s) => `knee ρ @${s.k}x (${s.ms.toFixed(0)} ms)`).join(" | ")} | ${SLOS.map((s) => `${ref.arm.name} ÷ arm @${s.k}x`).join(" | ")} | DES twin knee ρ @${SLOS.map((s) => `${s.k}x`).join("/")} | worst timer lag |`,
-    `|---|${SLOS.map(() => "---:|").join("")}${SLOS.map(() => "---:|").join("")}---:|---:|`,
-    ...runs.map(
-      (r, i) =>
-        `| ${r.arm.name} | ${knees[i]!.map((k) => `${k.load} (${k.goodputJobsPerSecond.toFixed(0)}/s)`).join(" | ")} | ${knees[i]!.map((k, s) => ratio(knees[0]![s]!.load, k.load)).join(" | ")} | ${twinKnees[i]!.map((k) => k.load).join("/")} | ${(r.worstLag * 100).toFixed(1)}% |`,
-    ),
-    "",
-    "Every point, live vs its discrete-event twin (same trace, same router code, one model):",
-    "",
-    "| arm | ρ | answered | request p50 ms | request p99 ms | jobs/s | busy | DES p99 ms | DES jobs/s | DES busy | p99 live ÷ DES | jobs/s live ÷ DES |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ...runs.flatMap((r) =>
-      r.points.map(
-        ({ live, twin, busy }) =>
-          `| ${r.arm.name} | ${live.load} | ${(live.answeredFraction * 100).toFixed(1)}% | ${fmtMs(live.requestP50Ms)} | ${fmtMs(live.requestP99Ms)} | ${live.throughputJobsPerSecond.toFixed(1)} | ${busy.toFixed(2)} | ${fmtMs(twin.requestP99Ms)} | ${twin.throughputJobsPerSecond.toFixed(1)} | ${twin.busy.toFixed(2)} | ${ratio(live.requestP99Ms, twin.requestP99Ms)} | ${ratio(live.throughputJobsPerSecond, twin.throughputJobsPerSecond)} |`,
-      ),
-    ),
-  ];
-  if (refusals.length > 0) {
-    lines.push("", `REFUSED: the event loop, not the profile, shaped these latencies (limit --max-lag ${MAX_LAG}):`, ...refusals);
-    process.exitCode = 3;
-  }
-  console.log(lines.join("\n"));
 }

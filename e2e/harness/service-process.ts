@@ -44,6 +44,11 @@ export class ServiceProcess {
     return new ServiceProcess(name, child);
   }
 
+  /** Whether the process is still running (it has neither exited nor been killed). */
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
   get pid(): number {
     return this.child.pid ?? -1;
   }

@@ -33,6 +33,10 @@ export function createDualServer(handler: Handler, opts: { maxHeaderBytes?: numb
     },
     handler,
   );
+  // http.Server arms headersTimeout / requestTimeout (its connection-checking timer) on 'listening',
+  // and this one never listens: its sockets are handed over by the sniffer below. Without this, a
+  // slowloris peer on HTTP/1.1 was never cut (e2e/adversarial.test.ts).
+  h1.emit("listening");
   const h2 = http2.createServer({ settings: { maxConcurrentStreams: limits.maxConcurrentStreams } }, handler);
   h2.setTimeout(limits.idleTimeoutMs);
   const sockets = new Set<Socket>();

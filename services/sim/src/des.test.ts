@@ -31,6 +31,13 @@ describe("discrete-event simulation", () => {
     assert.equal(b.batches, 2);
   });
 
+  it("pathMs adds the live path's fixed latency to every answer, not to device time", () => {
+    const r = simulate({ trace: manualTrace([0, 5, 30]), devices: 1, cost: flat10, policy: sharedQueue(), pathMs: 7 });
+    assert.deepEqual([...r.latenciesMs], [17, 22, 17]);
+    assert.equal(r.batches, 3);
+    assert.throws(() => simulate({ trace: manualTrace([0]), devices: 1, cost: flat10, policy: sharedQueue(), pathMs: -1 }), /pathMs/);
+  });
+
   it("costs a + b·B·L + c·B·L² per call of the padding plan", () => {
     const r = simulate({ trace: manualTrace([0], 20), devices: 1, cost: { aMs: 1, bMsPerToken: 0.1, cMsPerToken2: 0.01 }, policy: sharedQueue() });
     assert.equal(r.latenciesMs[0], 1 + 0.1 * 20 + 0.01 * 20 * 20);

@@ -42,6 +42,11 @@ export interface SimOptions {
   readonly residentModels?: number;
   /** Cost of loading a model that is not resident, ms. */
   readonly loadMs?: number;
+  /**
+   * Fixed path latency added to every answer, ms (default 0): what a live cluster spends outside
+   * the device on a lone job — gateway, Kafka produce and fetch, reply — measured, not fitted.
+   */
+  readonly pathMs?: number;
 }
 
 /** What a run measured. */
@@ -93,6 +98,8 @@ export function simulate(opts: SimOptions): SimResult {
   if (!(Number.isSafeInteger(n) && n >= 1)) throw new RangeError(`devices must be an integer >= 1 (got ${n})`);
   const residentCap = opts.residentModels ?? trace.models.length;
   const loadMs = opts.loadMs ?? 0;
+  const pathMs = opts.pathMs ?? 0;
+  if (!(pathMs >= 0)) throw new RangeError(`pathMs must be >= 0 (got ${pathMs})`);
   const horizon = trace.durationMs + (opts.drainMs ?? Math.max(1_000, trace.durationMs * 0.1));
   const jobs = trace.jobs;
 
@@ -271,7 +278,7 @@ export function simulate(opts: SimOptions): SimResult {
   const requestLatency = new Float64Array(trace.requests);
   let answered = 0;
   for (const job of jobs) {
-    const l = doneAt[job.id]! <= horizon ? doneAt[job.id]! - job.arrivalMs : Infinity;
+    const l = doneAt[job.id]! <= horizon ? doneAt[job.id]! - job.arrivalMs + pathMs : Infinity;
     latenciesMs[job.id] = l;
     if (Number.isFinite(l)) answered += 1;
     byClass.get("all")!.push(l);

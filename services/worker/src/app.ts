@@ -83,6 +83,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
       return shareIntake ? config.prefetchTokens : undefined;
     },
     idleTakeTokens: config.idleTakeTokens,
+    perCallOverheadTokens: config.perCallOverheadTokens,
     get maxDeliveries() {
       return shareIntake ? config.shareDeliveryLimit - 1 : undefined;
     },

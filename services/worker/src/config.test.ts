@@ -47,6 +47,8 @@ test("runtime: onnx by default, labelled by its provider; simulated:<profile> wi
   assert.deepEqual(sim.runtime, { kind: "simulated", profile: "cpu-minilm", dilation: 10 });
   assert.equal(sim.runtimeLabel, "simulated:cpu-minilm");
   assert.equal(loadWorkerConfig({ ...base, SHOAL_RUNTIME: "simulated:gpu-a100-bert" }).runtime.kind, "simulated");
+  const quickLoad = loadWorkerConfig({ ...base, SHOAL_RUNTIME: "simulated:gpu-h200-minilm", SHOAL_SIM_DILATION: "20", SHOAL_SIM_LOAD_MS: "50" });
+  assert.deepEqual(quickLoad.runtime, { kind: "simulated", profile: "gpu-h200-minilm", dilation: 20, loadMs: 50 });
 });
 
 test("runtime: an unknown profile, a bad dilation and a dilation without simulation are all reported", () => {
@@ -59,6 +61,11 @@ test("runtime: an unknown profile, a bad dilation and a dilation without simulat
     },
   );
   assert.throws(() => loadWorkerConfig({ ...base, SHOAL_SIM_DILATION: "10" }), /only applies with SHOAL_RUNTIME=simulated/);
+  assert.throws(() => loadWorkerConfig({ ...base, SHOAL_SIM_LOAD_MS: "10" }), /SHOAL_SIM_LOAD_MS: only applies with SHOAL_RUNTIME=simulated/);
+  assert.throws(
+    () => loadWorkerConfig({ ...base, SHOAL_RUNTIME: "simulated:cpu-minilm", SHOAL_SIM_LOAD_MS: "-1" }),
+    /SHOAL_SIM_LOAD_MS=-1: expected a number >= 0/,
+  );
 });
 
 test("routed intake: off by default; on, the worker id must be fit to name a topic", () => {

@@ -25,6 +25,8 @@ export type RuntimeChoice =
       readonly dilation: number;
       /** `SHOAL_SIM_LOG_CALLS`: log every device run (start, duration) for benchmarks that rebuild busy time. */
       readonly logCalls?: boolean;
+      /** `SHOAL_SIM_LOAD_MS`: the model-load cost in profile ms instead of the profile's own (a benchmark's start-up time). */
+      readonly loadMs?: number;
     };
 
 /** The worker's whole configuration, validated once at start. */
@@ -219,14 +221,18 @@ export interface SidecarConfig {
 /** Default look-ahead of a busy share-intake worker with one thread: a few short jobs, never a long batch. */
 export const DEFAULT_PREFETCH_LOOKAHEAD_TOKENS = 256;
 
-/** `SHOAL_RUNTIME`, `SHOAL_SIM_DILATION` (a positive number) and `SHOAL_SIM_LOG_CALLS` (only with a simulated runtime). */
+/** `SHOAL_RUNTIME`, `SHOAL_SIM_DILATION` (a positive number), `SHOAL_SIM_LOG_CALLS` and `SHOAL_SIM_LOAD_MS` (only with a simulated runtime). */
 function readRuntime(r: EnvReader): RuntimeChoice {
   const raw = r.string("SHOAL_RUNTIME", "onnx");
   const dilationText = r.optionalString("SHOAL_SIM_DILATION");
   const dilation = dilationText === undefined ? 1 : Number(dilationText);
   if (!(Number.isFinite(dilation) && dilation > 0)) r.problem(`SHOAL_SIM_DILATION=${dilationText}: expected a number > 0`);
+  const loadText = r.optionalString("SHOAL_SIM_LOAD_MS");
+  const loadMs = loadText === undefined ? undefined : Number(loadText);
+  if (loadMs !== undefined && !(Number.isFinite(loadMs) && loadMs >= 0)) r.problem(`SHOAL_SIM_LOAD_MS=${loadText}: expected a number >= 0`);
   if (raw === "onnx") {
     if (dilationText !== undefined) r.problem("SHOAL_SIM_DILATION: only applies with SHOAL_RUNTIME=simulated:<profile>");
+    if (loadText !== undefined) r.problem("SHOAL_SIM_LOAD_MS: only applies with SHOAL_RUNTIME=simulated:<profile>");
     return { kind: "onnx" };
   }
   const profile = raw.startsWith("simulated:") ? raw.slice("simulated:".length) : undefined;
@@ -235,5 +241,5 @@ function readRuntime(r: EnvReader): RuntimeChoice {
     return { kind: "onnx" };
   }
   const logCalls = r.bool("SHOAL_SIM_LOG_CALLS", false);
-  return logCalls ? { kind: "simulated", profile, dilation, logCalls } : { kind: "simulated", profile, dilation };
+  return { kind: "simulated", profile, dilation, ...(logCalls ? { logCalls } : {}), ...(loadMs !== undefined ? { loadMs } : {}) };
 }

@@ -86,7 +86,7 @@ function harness(opts: { outcome?: JobStatus; resident?: boolean; loadError?: Er
     workerId: "w-1",
     groupId: "shoal-pool-default",
     maxInFlight: 4,
-    model: (id) => (id === "m" ? ({ id: "m", pool: "default", spec: { maxSequenceLength: 128 } } as unknown as CatalogModel) : undefined),
+    model: (id) => (id === "m" || id === "m2" ? ({ id, pool: "default", spec: { maxSequenceLength: 128 } } as unknown as CatalogModel) : undefined),
     fleet: {
       tryAcquire: (model) => (opts.resident === false ? undefined : lease(model)),
       acquire: (model) => (opts.loadError ? Promise.reject(opts.loadError) : Promise.resolve(lease(model))),
@@ -383,6 +383,23 @@ describe("job lifecycle", () => {
     assert.equal(h.dead.length, 1);
     assert.match(h.dead[0]!.reason, /delivered 4 times without an answer/);
     assert.equal(h.produced[0]!.result.status, JobStatus.INTERNAL);
+  });
+
+  test("with a per-call overhead, each model held costs a call: a busy worker takes no job a free worker would run a call sooner", () => {
+    // CPU-like: a call costs 40 token-equivalents; ~10-token jobs.
+    const same = harnessWith({ prefetchTokens: 100, perCallOverheadTokens: 40 });
+    same.jobs.deliver(delivery(envelope({ jobId: "a", text: "x".repeat(32) })));
+    same.jobs.deliver(delivery(envelope({ jobId: "b", text: "x".repeat(32) })));
+    assert.equal(same.jobs.room(), 1, "two jobs of one model: 20 tokens + one call of 40 held, 40 free");
+    const mixed = harnessWith({ prefetchTokens: 100, perCallOverheadTokens: 40 });
+    mixed.jobs.deliver(delivery(envelope({ jobId: "a", text: "x".repeat(32) })));
+    mixed.jobs.deliver(delivery(envelope({ jobId: "b", model: "m2", text: "x".repeat(32) })));
+    assert.equal(mixed.jobs.room(), 0, "two models held: 20 tokens + two calls of 40 fill the budget");
+    // GPU-like: a call costs more than the whole look-ahead budget, so a busy worker takes nothing.
+    const gpu = harnessWith({ prefetchTokens: 256, perCallOverheadTokens: 25_000 });
+    assert.ok(gpu.jobs.room() >= 1, "holding nothing: it takes work");
+    gpu.jobs.deliver(delivery(envelope({ jobId: "a", text: "x".repeat(32) })));
+    assert.equal(gpu.jobs.room(), 0, "holding one small job: one call of work in hand already exceeds the look-ahead");
   });
 
   test("batch-lane jobs waiting hold back batch-lane room, never interactive room", () => {

@@ -55,6 +55,13 @@ export interface JobLifecycleDeps {
    */
   readonly idleTakeTokens?: number;
   /**
+   * With a prefetch budget: a call's fixed cost in token-equivalents (the padding planner's
+   * `SHOAL_PER_CALL_OVERHEAD_TOKENS`, default 0). Work in hand counts one call per model held, so
+   * on hardware where a call costs far more than its tokens (a GPU) a busy worker takes no job it
+   * would run a call later than an idle worker could.
+   */
+  readonly perCallOverheadTokens?: number;
+  /**
    * Deliveries after which a job is no longer run but dead-lettered (a job that kept its worker
    * from answering: crashes, lost locks). Unset: no limit (the intake cannot count deliveries).
    */
@@ -120,6 +127,9 @@ interface InFlight {
   /** Estimated tokens until the job is computed (waiting or computing). */
   heldTokens: number;
   readonly lane: LaneName;
+  readonly model: string;
+  /** Whether the job counts in `heldModels`. */
+  counted: boolean;
 }
 
 const sourceOf = (d: Delivery): string => `${d.topic}/${d.partition}@${d.offset}`;
@@ -144,6 +154,38 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   const heldTokens: Record<LaneName, number> = { interactive: 0, batch: 0 };
   /** Running mean of a job's estimated tokens, to turn free tokens into a job count. */
   let meanJobTokens = 64;
+  /** Jobs held (not yet computed) per lane and model: each model held is one call more of work in hand. */
+  const heldModels: Record<LaneName, Map<string, number>> = { interactive: new Map(), batch: new Map() };
+  const overheadTokens = deps.perCallOverheadTokens ?? 0;
+
+  function hold(entry: InFlight, tokens: number): void {
+    entry.heldTokens = tokens;
+    entry.counted = true;
+    heldTokens[entry.lane] += tokens;
+    const models = heldModels[entry.lane];
+    models.set(entry.model, (models.get(entry.model) ?? 0) + 1);
+  }
+
+  /** The job is computed or gone: it no longer counts as work in hand. */
+  function unhold(entry: InFlight): void {
+    if (entry.heldTokens === 0 && !entry.counted) return;
+    heldTokens[entry.lane] -= entry.heldTokens;
+    entry.heldTokens = 0;
+    if (entry.counted) {
+      entry.counted = false;
+      const models = heldModels[entry.lane];
+      const n = (models.get(entry.model) ?? 1) - 1;
+      if (n <= 0) models.delete(entry.model);
+      else models.set(entry.model, n);
+    }
+  }
+
+  /** Work in hand in token-equivalents: held tokens plus one call's overhead per model held. */
+  function workInHand(lane: LaneName | "all"): number {
+    if (lane !== "all") return heldTokens[lane] + overheadTokens * heldModels[lane].size;
+    const models = new Set([...heldModels.interactive.keys(), ...heldModels.batch.keys()]);
+    return heldTokens.interactive + heldTokens.batch + overheadTokens * models.size;
+  }
 
   function started(entry: InFlight): void {
     entry.waitingTokens = 0;
@@ -153,8 +195,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     const entry = inFlight.get(keyOf(envelope));
     if (!entry) return;
     started(entry);
-    heldTokens[entry.lane] -= entry.heldTokens;
-    entry.heldTokens = 0;
+    unhold(entry);
     inFlight.delete(keyOf(envelope));
     entry.trace.end(traceStatus, failed);
     for (const d of entry.deliveries) d.settle(outcome);
@@ -256,8 +297,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       (result) => {
         // Computed: the device is free of it, so it no longer counts against the prefetch budget
         // while its answer is produced and acknowledged.
-        heldTokens[entry.lane] -= entry.heldTokens;
-        entry.heldTokens = 0;
+        unhold(entry);
         finish(envelope, result);
       },
       deps.monotonicNow(),
@@ -318,6 +358,8 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       waitingTokens: 0,
       heldTokens: 0,
       lane: laneName(servedLane(envelope.lane)),
+      model: envelope.model,
+      counted: false,
     };
     trace.onStarted(() => started(entry));
     inFlight.set(keyOf(envelope), entry);
@@ -333,8 +375,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       );
     }
     entry.waitingTokens = estimateJobTokens(envelope, model.spec.maxSequenceLength);
-    entry.heldTokens = entry.waitingTokens;
-    heldTokens[entry.lane] += entry.heldTokens;
+    hold(entry, entry.waitingTokens);
     meanJobTokens += (entry.waitingTokens - meanJobTokens) / 16;
     const lease = deps.fleet.tryAcquire(model.id);
     if (lease) return run(envelope, entry, lease);
@@ -373,7 +414,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       // Nothing computing or waiting (answers may still be on their way): a batch's worth (at least one job, however large).
       if (all === 0) return Math.min(slots, Math.max(1, Math.floor((deps.idleTakeTokens ?? deps.prefetchTokens) / meanJobTokens)));
       // Busy: more only while the work in hand, running included, is under the budget.
-      const free = deps.prefetchTokens - (lane === "interactive" ? heldTokens.interactive : all);
+      const free = deps.prefetchTokens - workInHand(lane === "interactive" ? "interactive" : "all");
       if (free <= 0) return 0;
       return Math.min(slots, Math.max(1, Math.floor(free / meanJobTokens)));
     },

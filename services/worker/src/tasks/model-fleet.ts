@@ -76,7 +76,7 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
   const device =
     config.runtime.kind === "simulated"
       ? createSimulatedDevice({
-          profile: simProfile(config.runtime.profile),
+          profile: { ...simProfile(config.runtime.profile), ...(config.runtime.loadMs !== undefined ? { loadMs: config.runtime.loadMs } : {}) },
           dilation: config.runtime.dilation,
           // Benchmarks (bench:intake) rebuild each device's busy intervals from these lines.
           ...(config.runtime.logCalls

@@ -1,0 +1,179 @@
+/**
+ * The adversarial suite (issue #19; `npm run test:adversarial`, part of `npm test`): one hostile
+ * peer at a time against a live cluster while a polite caller keeps calling. For each attack it
+ * asserts what the attacker gets (a refusal with its code, or a closed connection, in bounded
+ * time), that the gateway and worker stay up, that the polite caller's calls all succeed with their
+ * p99 within 2× of the same caller's unloaded run (plus 100 ms: a loaded 2-core CI machine's own
+ * jitter), and that no accepted call is lost. Forged and spoofed Kafka records are covered by
+ * e2e/cluster-keys.test.ts, greedy callers by e2e/fair-admission.test.ts; the README's security
+ * table lists all of them.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { Code } from "@connectrpc/connect";
+import { idleSession, neverReads, silent, slowBody, slowHeaders, streamFlood } from "./harness/attacks.ts";
+import { startCluster, type TestCluster } from "./harness/cluster.ts";
+import { clientsFor, codeOf } from "./harness/clients.ts";
+import { scrape } from "./harness/prometheus.ts";
+
+const LIMITS = {
+  SHOAL_HEADERS_TIMEOUT_MS: "1000",
+  SHOAL_REQUEST_TIMEOUT_MS: "3000",
+  SHOAL_SNIFF_TIMEOUT_MS: "1000",
+  SHOAL_IDLE_TIMEOUT_MS: "2000",
+  SHOAL_MAX_CONCURRENT_STREAMS: "16",
+};
+const POLITE_CALLS = 40;
+
+describe("adversarial suite: hostile peers get bounded answers; other callers keep their latency", () => {
+  let cluster: TestCluster;
+  let url: string;
+  let embedModel: string;
+  let rerankModel: string;
+  let baselineP99 = 0;
+
+  /** The polite caller: sequential one-text Embeds over gRPC; every one must succeed. */
+  async function politeP99(calls = POLITE_CALLS): Promise<number> {
+    const { inference } = clientsFor(url, "grpc");
+    const took: number[] = [];
+    for (let i = 0; i < calls; i++) {
+      const t = performance.now();
+      const r = await inference.embed({ model: embedModel, inputs: [`polite call ${i}`] }, { timeoutMs: 10_000 });
+      took.push(performance.now() - t);
+      assert.equal(r.embeddings.length, 1);
+    }
+    took.sort((a, b) => a - b);
+    return took[Math.min(took.length - 1, Math.ceil(0.99 * took.length) - 1)]!;
+  }
+
+  /** Runs the attack and the polite caller together; asserts the polite caller's p99 bound and that both services are alive. */
+  async function underAttack<T>(name: string, attack: () => Promise<T>): Promise<T> {
+    const [result, p99] = await Promise.all([attack(), politeP99()]);
+    const bound = 2 * baselineP99 + 100;
+    console.error(`adversarial: ${name}: polite p99 ${p99.toFixed(1)} ms (unloaded ${baselineP99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms)`);
+    assert.ok(p99 <= bound, `${name}: polite p99 ${p99.toFixed(1)} ms over ${bound.toFixed(0)} ms`);
+    for (const p of [...cluster.gateways, ...cluster.workers]) assert.ok(p.running, `${name}: ${p.name} still running`);
+    return result;
+  }
+
+  before(async () => {
+    cluster = await startCluster({ gateways: 1, workers: 1, presets: ["tiny", "tiny-rerank"], gatewayEnv: LIMITS });
+    url = cluster.urls[0]!;
+    embedModel = cluster.modelIds.find((m) => m.includes("embed"))!;
+    rerankModel = cluster.modelIds.find((m) => m.includes("rerank"))!;
+    await politeP99(10); // warm
+    baselineP99 = await politeP99();
+  });
+  after(async () => {
+    await cluster?.stop();
+  });
+
+  test("slowloris, HTTP/1.1 headers: 30 connections dripping a header byte every 200 ms are cut by the headers timeout", async () => {
+    const cuts = await underAttack("slow headers", () => Promise.all(Array.from({ length: 30 }, () => slowHeaders(url, 200, 8_000))));
+    for (const c of cuts) {
+      assert.ok(c.closedAfterMs < 4_000, `cut after ${c.closedAfterMs} ms (headers timeout 1000 ms, checked every 250 ms)`);
+      assert.match(c.reply, /^(HTTP\/1\.1 408 .*|)$/, `answered ${c.reply}`);
+    }
+  });
+
+  test("slowloris, HTTP/1.1 body: 30 requests trickling their body are cut by the request timeout", async () => {
+    const cuts = await underAttack("slow body", () => Promise.all(Array.from({ length: 30 }, () => slowBody(url, 100, 10_000))));
+    for (const c of cuts) assert.ok(c.closedAfterMs < 6_000, `cut after ${c.closedAfterMs} ms (request timeout 3000 ms)`);
+  });
+
+  test("silent connections: 50 sockets that send nothing are closed by the protocol sniffer's timeout", async () => {
+    const cuts = await underAttack("silent sockets", () => Promise.all(Array.from({ length: 50 }, () => silent(url, 6_000))));
+    for (const c of cuts) assert.ok(c.closedAfterMs < 3_000, `closed after ${c.closedAfterMs} ms (sniff timeout 1000 ms)`);
+  });
+
+  test("slowloris, HTTP/2: sessions that finish the handshake and then idle are closed by the idle timeout", async () => {
+    const closed = await underAttack("idle h2 sessions", () => Promise.all(Array.from({ length: 10 }, () => idleSession(url, 8_000))));
+    for (const ms of closed) assert.ok(ms < 5_000, `idle session closed after ${ms} ms (idle timeout 2000 ms)`);
+  });
+
+  test("stream flood: 200 streams opened at once on one HTTP/2 connection — all past the 16-stream cap are refused", async () => {
+    const flood = await underAttack("stream flood", () => streamFlood(url, 200, 1_500));
+    console.error(`adversarial: stream flood: ${JSON.stringify(flood)}`);
+    assert.ok(flood.goaway || flood.refused >= 200 - 16, `${flood.refused} refused with REFUSED_STREAM, ${flood.otherResets} other resets, no GOAWAY`);
+  });
+
+  test("oversized and deeply nested bodies: ResourceExhausted and InvalidArgument, in bounded time", async () => {
+    const { inference } = clientsFor(url, "connect-json");
+    await underAttack("big bodies", async () => {
+      const huge = await codeOf(inference.embed({ model: embedModel, inputs: Array.from({ length: 200 }, () => "z".repeat(60_000)) }, { timeoutMs: 20_000 }));
+      assert.equal(huge.code, Code.ResourceExhausted, huge.message);
+      // 100,000 nested arrays in a Connect JSON body: refused by the parser, nothing recurses.
+      const nested = `{"model":"${embedModel}","inputs":${"[".repeat(100_000)}${"]".repeat(100_000)}}`;
+      const res = await fetch(`${url}/shoal.v1.InferenceService/Embed`, { method: "POST", headers: { "content-type": "application/json" }, body: nested });
+      const body = (await res.json()) as { code?: string };
+      assert.equal(res.status, 400, JSON.stringify(body).slice(0, 300));
+      assert.equal(body.code, "invalid_argument");
+    });
+  });
+
+  test("the huge-token rerank (32K-character query without spaces × 256 documents, truncate on) is answered in bounded time", async () => {
+    const { inference } = clientsFor(url, "grpc");
+    const took = await underAttack("huge rerank", async () => {
+      const t = performance.now();
+      const r = await inference.rerank(
+        { model: rerankModel, query: "q".repeat(32_000), documents: Array.from({ length: 256 }, (_, i) => `document ${i} ${"d".repeat(64)}`), truncate: true },
+        { timeoutMs: 30_000 },
+      );
+      assert.equal(r.results.length, 256);
+      return performance.now() - t;
+    });
+    assert.ok(took < 10_000, `huge rerank took ${took.toFixed(0)} ms`);
+  });
+
+  test("label-cardinality attack: 300 calls naming random models are NotFound and add no metric series per name", async () => {
+    const { inference } = clientsFor(url, "grpc");
+    const before = (await scrape(`${url}/metrics`)).text.split("\n").length;
+    const codes = await underAttack("random model names", async () => {
+      const out: { code: Code; message: string }[] = [];
+      // Ten at a time: the client's own HTTP/2 connection honours the 16-stream cap.
+      for (let i = 0; i < 300; i += 10)
+        out.push(
+          ...(await Promise.all(Array.from({ length: 10 }, (_, j) => codeOf(inference.embed({ model: `attacker-${i + j}-${Math.random()}`, inputs: ["x"] }))))),
+        );
+      return out;
+    });
+    assert.ok(
+      codes.every((c) => c.code === Code.NotFound),
+      `codes: ${[...new Set(codes.map((c) => `${c.code} ${c.message}`))].join(" | ").slice(0, 500)}`,
+    );
+    const text = (await scrape(`${url}/metrics`)).text;
+    assert.doesNotMatch(text, /attacker-/, "no attacker string reaches a label");
+    const grown = text.split("\n").length - before;
+    assert.ok(grown < 40, `metrics grew by ${grown} lines after 300 distinct names`);
+  });
+
+  test("cancel flood: 300 calls aborted right after sending leave both services serving, nothing lost", async () => {
+    const { inference } = clientsFor(url, "grpc");
+    const aborted = await underAttack("cancel flood", () =>
+      Promise.all(
+        Array.from({ length: 300 }, async (_, i) => {
+          const ac = new AbortController();
+          const call = codeOf(inference.embed({ model: embedModel, inputs: [`cancel me ${i}`] }, { signal: ac.signal }));
+          setTimeout(() => ac.abort(), 1);
+          return call;
+        }),
+      ),
+    );
+    assert.equal(aborted.length, 300);
+    // Calls that were not cancelled still answer after the flood.
+    const { inference: after } = clientsFor(url, "connect");
+    const r = await after.embed({ model: embedModel, inputs: ["after the flood"] });
+    assert.equal(r.embeddings.length, 1);
+  });
+
+  test("clients that never read their answers: 10 paused sockets asking for 256 vectors each do not slow anyone else", async () => {
+    // Cheap to compute (one-word texts), large to send (256 vectors as JSON).
+    const body = JSON.stringify({ model: embedModel, input: Array.from({ length: 256 }, (_, i) => `w${i}`) });
+    const request = `POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const buffered = await underAttack("never-reading clients", () => Promise.all(Array.from({ length: 10 }, () => neverReads(url, request, 4_000))));
+    assert.ok(
+      buffered.every((b) => b > 10_000),
+      `each answer was produced and waited for its reader: ${buffered.join(", ")} bytes`,
+    );
+  });
+});
