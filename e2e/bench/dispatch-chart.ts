@@ -7,7 +7,7 @@
 import { readFile, writeFile } from "node:fs/promises";
 import * as vega from "vega";
 import { compile, type TopLevelSpec } from "vega-lite";
-import { liveKnees, type DispatchResults } from "./dispatch-report.ts";
+import { liveKnees, readInfinity, type DispatchResults } from "./dispatch-report.ts";
 
 /** Renders the results as an SVG document. */
 export async function dispatchChartSvg(r: DispatchResults): Promise<string> {
@@ -81,7 +81,7 @@ if (import.meta.main) {
     console.error("usage: dispatch-chart.ts results.json out.svg");
     process.exit(2);
   }
-  const results = JSON.parse(await readFile(input, "utf8")) as DispatchResults;
+  const results = JSON.parse(await readFile(input, "utf8"), readInfinity) as DispatchResults;
   await writeFile(output, await dispatchChartSvg(results));
   console.error(`wrote ${output}`);
 }

@@ -50,6 +50,10 @@ export interface DispatchResults {
   readonly maxLag: number;
 }
 
+/** JSON.stringify replacer and JSON.parse reviver for the results: an unanswered request's latency is Infinity. */
+export const writeInfinity = (_: string, v: unknown): unknown => (v === Number.POSITIVE_INFINITY ? "Infinity" : v);
+export const readInfinity = (_: string, v: unknown): unknown => (v === "Infinity" ? Number.POSITIVE_INFINITY : v);
+
 export interface Knee {
   readonly load: number;
   readonly goodputJobsPerSecond: number;

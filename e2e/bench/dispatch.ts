@@ -53,7 +53,7 @@ import { benchBroker } from "./bench-broker.ts";
 import { loadPoint, passes, type LoadPoint } from "./dispatch-analysis.ts";
 import { DEFAULT_ARMS, parseArms, type DispatchArm } from "./dispatch-arms.ts";
 import { dispatchChartSvg } from "./dispatch-chart.ts";
-import { reportLines, type ArmPoint, type ArmResult, type DispatchResults } from "./dispatch-report.ts";
+import { reportLines, writeInfinity, type ArmPoint, type ArmResult, type DispatchResults } from "./dispatch-report.ts";
 import { percentile, textOfTokens } from "./workload.ts";
 
 const { values: args } = parseArgs({
@@ -360,7 +360,7 @@ try {
   };
   console.log(reportLines(results).join("\n"));
   if (arms.some((a) => a.lagVerdicts.length > 0)) process.exitCode = 3;
-  if (args.json !== undefined) await writeFile(args.json, `${JSON.stringify(results, (_, v: unknown) => (v === Infinity ? "Infinity" : v), 2)}\n`);
+  if (args.json !== undefined) await writeFile(args.json, `${JSON.stringify(results, writeInfinity, 2)}\n`);
   if (args.chart !== undefined) {
     await writeFile(args.chart, await dispatchChartSvg(results));
     log(`wrote ${args.chart}`);
