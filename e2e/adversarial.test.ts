@@ -4,15 +4,20 @@
  * asserts what the attacker gets (a refusal with its code, or a closed connection, in bounded
  * time), that the gateway and worker stay up, that the polite caller's calls all succeed with their
  * p99 within 2× of the same caller's unloaded run (plus 100 ms: a loaded 2-core CI machine's own
- * jitter), and that no accepted call is lost. Forged and spoofed Kafka records are covered by
- * e2e/cluster-keys.test.ts, greedy callers by e2e/fair-admission.test.ts; the README's security
- * table lists all of them.
+ * jitter), and that no accepted call is lost. Job records naming reply topics that do not exist
+ * are here; forged and unsigned records are covered by e2e/cluster-keys.test.ts, greedy callers by
+ * e2e/fair-admission.test.ts; the README's security table lists all of them.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { create } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
+import { Kafka, logLevel } from "kafkajs";
+import { encodeEnvelope, jobsTopic } from "@shoal/common";
+import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
+import { JobEnvelopeSchema } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { idleSession, neverReads, silent, slowBody, slowHeaders, streamFlood } from "./harness/attacks.ts";
-import { startCluster, type TestCluster } from "./harness/cluster.ts";
+import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor, codeOf } from "./harness/clients.ts";
 import { scrape } from "./harness/prometheus.ts";
 
@@ -166,11 +171,50 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
     assert.equal(r.embeddings.length, 1);
   });
 
+  test("job records naming reply topics that do not exist: 200 of them are dropped at once and hold up no one's results", async () => {
+    const kafka = new Kafka({ clientId: "e2e-spoofed-replies", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING });
+    const producer = kafka.producer();
+    await producer.connect();
+    const worker = cluster.workers[0]!;
+    const dropped = (): number => worker.logs.filter((l) => typeof l.msg === "string" && l.msg.startsWith("reply topic does not exist")).length;
+    const before = dropped();
+    await underAttack("spoofed reply topics", async () => {
+      for (let i = 0; i < 200; i += 20) {
+        await producer.send({
+          topic: jobsTopic(cluster.pool, Lane.INTERACTIVE),
+          messages: Array.from({ length: 20 }, (_, j) => ({
+            key: `spoof-${i + j}`,
+            value: Buffer.from(
+              encodeEnvelope(
+                create(JobEnvelopeSchema, {
+                  jobId: `spoof-${i + j}`,
+                  model: embedModel,
+                  attempt: 1,
+                  replyTo: { topic: `shoal.replies.nobody-${i + j}`, partition: 0 },
+                  lane: Lane.INTERACTIVE,
+                  task: { case: "embed", value: { inputs: [`spoofed ${i + j}`] } },
+                }),
+              ),
+            ),
+          })),
+        });
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    });
+    await producer.disconnect();
+    for (let waited = 0; dropped() - before < 200 && waited < 20_000; waited += 100) await new Promise((r) => setTimeout(r, 100));
+    assert.equal(dropped() - before, 200, "every result to a missing reply topic was dropped, none retried for long");
+  });
+
   test("clients that never read their answers: 10 paused sockets asking for 256 vectors each do not slow anyone else", async () => {
     // Cheap to compute (one-word texts), large to send (256 vectors as JSON).
     const body = JSON.stringify({ model: embedModel, input: Array.from({ length: 256 }, (_, i) => `w${i}`) });
     const request = `POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
-    const buffered = await underAttack("never-reading clients", () => Promise.all(Array.from({ length: 10 }, () => neverReads(url, request, 4_000))));
+    // The answers are computed first; the polite caller then runs while they sit unread.
+    const readers = Promise.all(Array.from({ length: 10 }, () => neverReads(url, request, 6_000)));
+    await new Promise((r) => setTimeout(r, 2_500));
+    await underAttack("never-reading clients", () => Promise.resolve());
+    const buffered = await readers;
     assert.ok(
       buffered.every((b) => b > 10_000),
       `each answer was produced and waited for its reader: ${buffered.join(", ")} bytes`,

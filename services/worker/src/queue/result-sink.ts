@@ -14,8 +14,61 @@ export interface ResultSink {
   stop(): Promise<void>;
 }
 
+/** How long a reply topic's existence (or absence) is believed before it is looked up again. */
+const TOPIC_PRESENT_TTL_MS = 60_000;
+const TOPIC_ABSENT_TTL_MS = 10_000;
+
+/**
+ * Looks reply topics up before the first result is produced to them, and remembers the answer:
+ * a job record naming a reply topic that does not exist (a gateway that stopped, a forged or
+ * corrupted record) is answered nowhere at once, instead of holding the result producer — and
+ * every other job's result behind it — while the client retries the missing topic.
+ */
+function createTopicChecker(kafka: Kafka): { exists(topic: string): Promise<boolean>; stop(): Promise<void> } {
+  const admin = kafka.admin({ retry: { retries: 1, initialRetryTime: 100, maxRetryTime: 500 } });
+  let connected: Promise<void> | undefined;
+  const known = new Map<string, { exists: boolean; atMs: number }>();
+  const pending = new Map<string, Promise<boolean>>();
+  async function lookUp(topic: string): Promise<boolean> {
+    connected ??= admin.connect();
+    await connected;
+    try {
+      const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
+      return topics.some((t) => t.name === topic && t.partitions.length > 0);
+    } catch (err) {
+      if (/UNKNOWN_TOPIC|does not host this topic-partition|not exist/i.test(String((err as Error).message))) return false;
+      throw err;
+    }
+  }
+  return {
+    async exists(topic) {
+      const k = known.get(topic);
+      if (k && Date.now() - k.atMs < (k.exists ? TOPIC_PRESENT_TTL_MS : TOPIC_ABSENT_TTL_MS)) return k.exists;
+      let p = pending.get(topic);
+      if (!p) {
+        p = lookUp(topic).then(
+          (exists) => {
+            known.set(topic, { exists, atMs: Date.now() });
+            if (known.size > 10_000) known.delete(known.keys().next().value!);
+            return exists;
+          },
+          // The broker could not be asked: assume it exists and let the producer's own retries decide.
+          () => true,
+        );
+        p.finally(() => pending.delete(topic)).catch(() => undefined);
+        pending.set(topic, p);
+      }
+      return p;
+    },
+    async stop() {
+      if (connected) await connected.then(() => admin.disconnect()).catch(() => undefined);
+    },
+  };
+}
+
 export function createResultSink(kafka: Kafka, logger: Logger, workerId: string, signer?: RecordSigner): ResultSink {
   const log = logger.child({ component: "result-sink" });
+  const topics = createTopicChecker(kafka);
   // Short client-level retries: this sink's own loop retries with backoff, and a long kafkajs retry
   // on one bad reply topic would hold up every other result behind it.
   const producer = createBatchingProducer(kafka, logger, {
@@ -29,6 +82,10 @@ export function createResultSink(kafka: Kafka, logger: Logger, workerId: string,
     start: () => producer.connect(),
     async send(topic, partition, result, headers) {
       result.workerId = workerId;
+      if (!(await topics.exists(topic))) {
+        log.warn({ topic, jobId: result.jobId }, "reply topic does not exist (its gateway stopped, or the record was forged); result dropped");
+        return;
+      }
       const value = Buffer.from(encodeResult(result));
       for (let attempt = 1; ; attempt++) {
         try {
@@ -49,6 +106,7 @@ export function createResultSink(kafka: Kafka, logger: Logger, workerId: string,
     async stop() {
       stopping = true;
       await producer.disconnect();
+      await topics.stop();
     },
   };
 }
