@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { createHash, createHmac, pbkdf2Sync, timingSafeEqual } from "node:crypto";
 import { test } from "node:test";
-import { saslOAuthBearer, saslScramSha, type Connection, type SaslAuthenticateResponse, type SASLAuthenticationAPI } from "@platformatic/kafka";
+import { saslOAuthBearer, saslScramSha, type Connection } from "@platformatic/kafka";
 import { KafkaAuthenticationError, KafkaTlsError } from "./errors.ts";
 import { connectionSecurity, securityFailure } from "./security.ts";
 
@@ -9,6 +9,9 @@ import { connectionSecurity, securityFailure } from "./security.ts";
 // tests hold it to RFC 5802 / RFC 7677 before it is trusted with passwords: the RFC's own vector,
 // then a full exchange against a SCRAM server written here from the RFC, and the checks a client
 // must make of the server.
+
+type SASLAuthenticationAPI = Parameters<typeof saslScramSha.authenticate>[0];
+type SaslAuthenticateResponse = Awaited<ReturnType<SASLAuthenticationAPI["async"]>>;
 
 const RFC7677 = {
   user: "user",
@@ -116,8 +119,8 @@ test("OAUTHBEARER sends the RFC 7628 initial response, asking the token provider
   }) as unknown as SASLAuthenticationAPI;
   let n = 0;
   const token = (): string => `tok-${++n}`;
-  await saslOAuthBearer.authenticate(api, conn, token);
-  await saslOAuthBearer.authenticate(api, conn, token);
+  await saslOAuthBearer.authenticate(api, conn, token, {});
+  await saslOAuthBearer.authenticate(api, conn, token, {});
   assert.deepEqual(sent, ["n,,\x01auth=Bearer tok-1\x01\x01", "n,,\x01auth=Bearer tok-2\x01\x01"]);
 });
 
