@@ -146,6 +146,14 @@ export class Cluster {
     return pending;
   }
 
+  /**
+   * The non-retriable security failure in `err`, if any: a connection's own (already typed), or
+   * one a request ran into (a plaintext client answered in TLS by the bootstrap broker).
+   */
+  securityFailure(err: unknown): KafkaSecurityError | undefined {
+    return err instanceof KafkaSecurityError ? err : securityFailure(err, this.#opts.brokers.join(","));
+  }
+
   /** Closes every connection. `hard` skips waiting for in-flight requests (a crash, for tests). */
   async close(hard = false): Promise<void> {
     const all = [...this.#connections.values()];

@@ -54,7 +54,8 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
     events.emit("fatal", error);
   };
   const problem = (error: Error, action: string): void => {
-    if (error instanceof KafkaSecurityError) return fail(error);
+    const refused = cluster.securityFailure(error);
+    if (refused) return fail(refused);
     metrics.problems++;
     log?.warn({ err: error, action }, "kafka-share: retrying");
     events.emit("problem", { error, action });
@@ -168,7 +169,8 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
       started.then(
         () => !closed && membership.subscribe(topics),
         (err: unknown) => {
-          if (err instanceof KafkaSecurityError) return fail(err);
+          const refused = cluster.securityFailure(err);
+          if (refused) return fail(refused);
           problem(err as Error, "could not set the group config; joining anyway");
           if (!closed) membership.subscribe(topics);
         },
@@ -188,9 +190,10 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
       try {
         byLeader = await partitionsByLeader();
       } catch (err) {
-        if (err instanceof KafkaSecurityError) {
-          fail(err);
-          throw err;
+        const refused = cluster.securityFailure(err);
+        if (refused) {
+          fail(refused);
+          throw refused;
         }
         // No broker answers Metadata (an outage): report, pause briefly, let the caller loop on.
         problem(err as Error, "metadata refresh failed; fetching nothing this time");

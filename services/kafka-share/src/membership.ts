@@ -6,7 +6,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Cluster } from "./cluster.ts";
-import { ErrorCode, KafkaProtocolError, KafkaSecurityError } from "./errors.ts";
+import { ErrorCode, KafkaProtocolError, type KafkaSecurityError } from "./errors.ts";
 import { shareGroupHeartbeatApi, type ShareGroupHeartbeatResponse } from "./generated/share-group-heartbeat.ts";
 import { call } from "./protocol/call.ts";
 
@@ -89,9 +89,10 @@ export class Membership {
         delay = this.#handle(res);
         backoff = RETRY_BACKOFF_MS;
       } catch (err) {
-        if (err instanceof KafkaSecurityError) {
+        const refused = this.cluster.securityFailure(err);
+        if (refused) {
           this.#running = false;
-          this.events.fatal(err);
+          this.events.fatal(refused);
           break;
         }
         if (this.#coordinator !== undefined) this.cluster.drop(this.#coordinator, "coordinator");
