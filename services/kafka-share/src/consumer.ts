@@ -6,7 +6,7 @@
 import { EventEmitter } from "node:events";
 import { AckType, type PartitionAcks, type PartitionRef } from "./acks.ts";
 import { Cluster } from "./cluster.ts";
-import { AcknowledgeError, ConsumerClosedError, ErrorCode, KafkaSecurityError } from "./errors.ts";
+import { AcknowledgeError, ConsumerClosedError, ErrorCode, type KafkaSecurityError } from "./errors.ts";
 import { Fetcher, type AcknowledgeResult } from "./fetcher.ts";
 import { applyShareGroupConfig } from "./group-config.ts";
 import { Membership } from "./membership.ts";
