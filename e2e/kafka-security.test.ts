@@ -39,8 +39,8 @@ function settingsFrom(env: Record<string, string>): KafkaSettings {
 }
 
 /** Produces `value` with kafkajs and reads it back with a share consumer, both with `env`'s security. */
-async function roundTrip(env: Record<string, string>): Promise<string> {
-  const settings = settingsFrom(env);
+async function roundTrip(envOrSettings: Record<string, string> | KafkaSettings): Promise<string> {
+  const settings = "clientId" in envOrSettings ? (envOrSettings as KafkaSettings) : settingsFrom(envOrSettings as Record<string, string>);
   const kafka = createKafka(settings, logger);
   const topic = `sec-${randomBytes(4).toString("hex")}`;
   const admin = kafka.admin();
@@ -77,8 +77,8 @@ async function roundTrip(env: Record<string, string>): Promise<string> {
 }
 
 /** The fatal error a share consumer stops with, and how long it took. */
-async function shareFatal(env: Record<string, string>): Promise<{ error: KafkaSecurityError; ms: number; fetchError: unknown }> {
-  const settings = settingsFrom(env);
+async function shareFatal(envOrSettings: Record<string, string> | KafkaSettings): Promise<{ error: KafkaSecurityError; ms: number; fetchError: unknown }> {
+  const settings = "clientId" in envOrSettings ? (envOrSettings as KafkaSettings) : settingsFrom(envOrSettings as Record<string, string>);
   const security = shareSecurity(settings);
   const consumer = createShareConsumer({ brokers: settings.brokers, groupId: "never", clientId: "sec-bad", ...(security ? { security } : {}) });
   const t0 = Date.now();
@@ -165,17 +165,22 @@ describe("Kafka TLS and SASL (real broker: SASL_SSL and mTLS listeners)", () => 
     });
   }
 
-  test("OAUTHBEARER (token file) over TLS: kafkajs produces, kafka-share consumes", async () => {
+  test("OAUTHBEARER (token file) over TLS: kafkajs produces, kafka-share consumes; a rotated token file is read at the next authentication", async () => {
     const tokenFile = join(broker.dir, "token");
     writeFileSync(tokenFile, unsecuredJwt("alice"), { mode: 0o600 });
-    const value = await roundTrip({
+    const settings = settingsFrom({
       KAFKA_BROKERS: broker.saslSsl,
       KAFKA_SSL: "true",
       KAFKA_SSL_CA_FILE: broker.pki.caFile,
       KAFKA_SASL_MECHANISM: "oauthbearer",
       KAFKA_SASL_OAUTHBEARER_TOKEN_FILE: tokenFile,
     });
-    assert.match(value, /^hello /);
+    assert.match(await roundTrip(settings), /^hello /);
+    // Same settings, the file now holds an expired token: the next connection sends it and is refused.
+    writeFileSync(tokenFile, unsecuredJwt("alice", -60));
+    const { error } = await shareFatal(settings);
+    assert.ok(error instanceof KafkaAuthenticationError, String(error));
+    assert.match(error.message, /refused the OAUTHBEARER token \(invalid_token\)/);
   });
 
   test("mTLS (client certificate) on the ssl.client.auth=required listener: kafkajs produces, kafka-share consumes", async () => {
