@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { createKafka, createLogger, EnvReader, readKafkaSettings, shareSecurity, type KafkaSettings } from "@shoal/common";
 import { createShareConsumer, KafkaAuthenticationError, KafkaTlsError, type KafkaSecurityError } from "@shoal/kafka-share";
+import { createShareIntake } from "@shoal/worker/intake/share-intake";
 import { startSecureBroker, unsecuredJwt, type SecureBroker } from "../infra/dev/secure-broker.ts";
 import { clientsFor, norm } from "./harness/clients.ts";
 import { startCluster, writeCatalog, type TestCluster } from "./harness/cluster.ts";
@@ -204,6 +205,30 @@ describe("Kafka TLS and SASL (real broker: SASL_SSL and mTLS listeners)", () => 
     assert.equal(fetchError, error, "fetch() rejects with the same error");
     const kjs = await kafkajsFailure(env);
     assert.match(kjs.error.message, /SASL SCRAM SHA512 authentication failed/);
+  });
+
+  test("a wrong password: the worker's share intake start() rejects with KafkaAuthenticationError instead of waiting to join", async () => {
+    const security = shareSecurity(settingsFrom({ ...scramEnv, KAFKA_SASL_PASSWORD_FILE: "", KAFKA_SASL_PASSWORD: "not-the-password" }));
+    assert.ok(security);
+    const intake = createShareIntake({
+      brokers: [broker.saslSsl],
+      security,
+      groupId: "sec-intake",
+      clientId: "sec-intake",
+      topics: [{ topic: "sec-intake-jobs", lane: "interactive" }],
+      lockMs: 5_000,
+      deliveryLimit: 3,
+      logger,
+    });
+    const t0 = Date.now();
+    const err = await intake.start({ deliver: () => {}, room: () => 1 }).then(
+      () => assert.fail("start() resolved"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof KafkaAuthenticationError, String(err));
+    assert.ok(Date.now() - t0 < 10_000, `rejected after ${Date.now() - t0} ms`);
+    assert.equal(intake.ready, false);
+    await intake.stop();
   });
 
   test("a wrong password: the worker's start fails with the broker's reason, not a hang", async () => {
