@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { ConfigError, EnvReader } from "./env-config.ts";
-import { oauthBearerToken, shareSecurity } from "./kafka.ts";
+import { kafkaExposure, oauthBearerToken, shareSecurity } from "./kafka.ts";
 import { readKafkaSettings } from "./kafka-settings.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "kafka-settings-"));
@@ -105,4 +105,15 @@ test("OAUTHBEARER: exactly one token source; the token file is read again on eac
   writeFileSync(tokenFile, "rotated");
   assert.equal(await security.sasl.token(), "rotated");
   assert.equal(await oauthBearerToken({ mechanism: "oauthbearer", token: "static" }), "static");
+});
+
+test("exposure warnings: PLAIN without TLS anywhere, plaintext off loopback; none with TLS or on loopback", () => {
+  assert.deepEqual(kafkaExposure(read({})), []);
+  assert.deepEqual(kafkaExposure(read({ KAFKA_BROKERS: "kafka.internal:9092" })), [
+    "Kafka brokers are off loopback and KAFKA_SSL is off: jobs and results cross the network unencrypted",
+  ]);
+  assert.deepEqual(kafkaExposure(read({ KAFKA_SASL_USERNAME: "u", KAFKA_SASL_PASSWORD: "p" })), [
+    "SASL PLAIN without KAFKA_SSL sends the Kafka password in clear",
+  ]);
+  assert.deepEqual(kafkaExposure(read({ KAFKA_BROKERS: "kafka.internal:9093", KAFKA_SSL: "true", KAFKA_SASL_USERNAME: "u", KAFKA_SASL_PASSWORD: "p" })), []);
 });

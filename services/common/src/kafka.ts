@@ -87,6 +87,20 @@ function kafkajsSasl(sasl: KafkaSaslSettings): SASLOptions {
   return { mechanism: sasl.mechanism, username: sasl.username, password: sasl.password } as SASLOptions;
 }
 
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|\[::1\]|::1)(:\d+)?$/;
+
+/**
+ * What is exposed on the way to the brokers, as warnings: plaintext traffic off loopback, and a
+ * PLAIN password sent without TLS anywhere (SCRAM and OAUTHBEARER do not send a password).
+ */
+export function kafkaExposure(settings: KafkaSettings): string[] {
+  const out: string[] = [];
+  const remote = settings.brokers.some((b) => !LOOPBACK.test(b));
+  if (!settings.tls && settings.sasl?.mechanism === "plain") out.push("SASL PLAIN without KAFKA_SSL sends the Kafka password in clear");
+  else if (!settings.tls && remote) out.push("Kafka brokers are off loopback and KAFKA_SSL is off: jobs and results cross the network unencrypted");
+  return out;
+}
+
 const levelNames: Record<number, "error" | "warn" | "info" | "debug"> = {
   [logLevel.ERROR]: "error",
   [logLevel.WARN]: "warn",
@@ -115,6 +129,7 @@ const noDelaySocketFactory: ISocketFactory = ({ host, port, ssl, onConnect }) =>
  */
 export function createKafka(settings: KafkaSettings, logger: Logger): Kafka {
   const log = logger.child({ component: "kafkajs" });
+  for (const warning of kafkaExposure(settings)) logger.warn({ brokers: settings.brokers }, warning);
   const config: KafkaConfig = {
     clientId: settings.clientId,
     brokers: [...settings.brokers],
