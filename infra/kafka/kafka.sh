@@ -46,6 +46,12 @@ KAFKA_OPTS="${KAFKA_OPTS:-}" # extra JVM flags for the broker, word-split
 KAFKA_NODE_ID="${KAFKA_NODE_ID:-1}"
 KAFKA_CONTROLLER_QUORUM="${KAFKA_CONTROLLER_QUORUM:-$KAFKA_NODE_ID@127.0.0.1:$KAFKA_CONTROLLER_PORT}"
 KAFKA_CLUSTER_ID="${KAFKA_CLUSTER_ID:-}"
+# Security variants for tests (both optional; see README.md): KAFKA_EXTRA_PROPERTIES, a file
+# appended to the generated server.properties (a later key overrides the template's: extra
+# listeners, TLS, SASL), and KAFKA_SCRAM_CREDENTIALS, a file of StorageTool --add-scram values,
+# one a line (e.g. SCRAM-SHA-512=[name=alice,password=...]), applied when the data dir is formatted.
+KAFKA_EXTRA_PROPERTIES="${KAFKA_EXTRA_PROPERTIES:-}"
+KAFKA_SCRAM_CREDENTIALS="${KAFKA_SCRAM_CREDENTIALS:-}"
 
 # Anchor a relative data dir to the caller's cwd: log.dirs and the pid check
 # must see one absolute path whatever cwd later commands run from. (No symlink
@@ -53,7 +59,7 @@ KAFKA_CLUSTER_ID="${KAFKA_CLUSTER_ID:-}"
 [[ $KAFKA_DATA_DIR == /* ]] || KAFKA_DATA_DIR="$PWD/$KAFKA_DATA_DIR"
 KAFKA_DATA_DIR="${KAFKA_DATA_DIR%/}"
 readonly KAFKA_PORT KAFKA_CONTROLLER_PORT KAFKA_DATA_DIR KAFKA_HEAP KAFKA_WAIT_S KAFKA_STOP_S KAFKA_OPTS
-readonly KAFKA_NODE_ID KAFKA_CONTROLLER_QUORUM KAFKA_CLUSTER_ID
+readonly KAFKA_NODE_ID KAFKA_CONTROLLER_QUORUM KAFKA_CLUSTER_ID KAFKA_EXTRA_PROPERTIES KAFKA_SCRAM_CREDENTIALS
 
 readonly PROPS="$KAFKA_DATA_DIR/server.properties"
 readonly PID_FILE="$KAFKA_DATA_DIR/kafka.pid"
@@ -204,6 +210,11 @@ render_properties() {
   text="${text//@KAFKA_MIN_ISR@/"$KAFKA_MIN_ISR"}"
   [[ $text != *@KAFKA_*@* ]] || die "unreplaced placeholder in server.properties.template"
   printf '%s\n' "$text" >"$PROPS.tmp"
+  if [[ -n $KAFKA_EXTRA_PROPERTIES ]]; then
+    [[ -r $KAFKA_EXTRA_PROPERTIES ]] || die "KAFKA_EXTRA_PROPERTIES=$KAFKA_EXTRA_PROPERTIES is not a readable file"
+    printf '\n# Appended from KAFKA_EXTRA_PROPERTIES=%s (later keys win)\n' "$KAFKA_EXTRA_PROPERTIES" >>"$PROPS.tmp"
+    cat -- "$KAFKA_EXTRA_PROPERTIES" >>"$PROPS.tmp"
+  fi
   mv -- "$PROPS.tmp" "$PROPS"
 }
 
@@ -216,8 +227,16 @@ ensure_formatted() {
     id="$(storage_tool random-uuid)" || die "StorageTool random-uuid failed"
     [[ $id =~ ^[A-Za-z0-9_-]{22}$ ]] || die "unexpected cluster id from StorageTool: '$id'"
   fi
-  log "formatting $KAFKA_DATA_DIR/logs (cluster id $id)"
-  storage_tool format -t "$id" -c "$PROPS" --ignore-formatted >/dev/null ||
+  local -a scram=()
+  if [[ -n $KAFKA_SCRAM_CREDENTIALS ]]; then
+    [[ -r $KAFKA_SCRAM_CREDENTIALS ]] || die "KAFKA_SCRAM_CREDENTIALS=$KAFKA_SCRAM_CREDENTIALS is not a readable file"
+    local line
+    while IFS= read -r line || [[ -n $line ]]; do
+      [[ -z $line ]] || scram+=(--add-scram "$line")
+    done <"$KAFKA_SCRAM_CREDENTIALS"
+  fi
+  log "formatting $KAFKA_DATA_DIR/logs (cluster id $id, $((${#scram[@]} / 2)) SCRAM credential(s))"
+  storage_tool format -t "$id" -c "$PROPS" --ignore-formatted "${scram[@]}" >/dev/null ||
     die "StorageTool format failed"
 }
 

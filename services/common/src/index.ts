@@ -1,5 +1,5 @@
 export { createLogger, type Logger } from "./logger.ts";
-export { createKafka, type KafkaSettings } from "./kafka.ts";
+export { createKafka, shareSecurity, type KafkaSaslSettings, type KafkaSettings, type KafkaTlsSettings } from "./kafka.ts";
 export { readKafkaSettings } from "./kafka-settings.ts";
 export { EnvReader, ConfigError } from "./env-config.ts";
 export { parseConfigText } from "./config-file.ts";

@@ -8,6 +8,7 @@ import {
   MAX_RECORD_BYTES,
   poolTopicSpecs,
   replyTopic,
+  shareSecurity,
   statusTopicSpec,
   stopSteps,
   type Logger,
@@ -117,7 +118,12 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
   let lagMonitor: LaneLagMonitor | undefined;
   // Share pools' backlog comes from the share coordinator (DescribeShareGroupOffsets), over
   // connections kept between polls.
-  const shareAdmin = createShareGroupAdmin({ brokers: config.kafka.brokers, clientId: `shoal-gateway-${config.instanceId}-lag` });
+  const shareSecurityOptions = shareSecurity(config.kafka);
+  const shareAdmin = createShareGroupAdmin({
+    brokers: config.kafka.brokers,
+    clientId: `shoal-gateway-${config.instanceId}-lag`,
+    ...(shareSecurityOptions ? { security: shareSecurityOptions } : {}),
+  });
   // No key configured: authentication is off.
   const apiKeys = new ApiKeys(config.apiKeys);
   let server: DualServer | undefined;

@@ -9,11 +9,14 @@ import { describeShareGroupOffsetsApi } from "./generated/describe-share-group-o
 import { shareGroupDescribeApi } from "./generated/share-group-describe.ts";
 import { applyShareGroupConfig, type ShareGroupConfig } from "./group-config.ts";
 import { call } from "./protocol/call.ts";
+import type { KafkaSecurityOptions } from "./security.ts";
 import type { TopicPartition } from "./types.ts";
 
 export interface AdminOptions {
   readonly brokers: readonly string[];
   readonly clientId?: string;
+  /** TLS and SASL, as for the consumer. */
+  readonly security?: KafkaSecurityOptions;
 }
 
 /** A share group as its coordinator describes it. */
@@ -52,7 +55,13 @@ export interface ShareGroupPartitionOffsets {
 }
 
 function newCluster(opts: AdminOptions): Cluster {
-  return new Cluster({ brokers: opts.brokers, clientId: opts.clientId ?? "kafka-share-admin", connectTimeoutMs: 5_000, requestTimeoutMs: 10_000 });
+  return new Cluster({
+    brokers: opts.brokers,
+    clientId: opts.clientId ?? "kafka-share-admin",
+    connectTimeoutMs: 5_000,
+    requestTimeoutMs: 10_000,
+    ...(opts.security ? { security: opts.security } : {}),
+  });
 }
 
 async function withCluster<T>(opts: AdminOptions, fn: (cluster: Cluster) => Promise<T>): Promise<T> {

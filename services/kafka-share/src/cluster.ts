@@ -6,7 +6,8 @@
  * up to its MaxWaitMs.
  */
 import { apiVersionsV4, Connection, findCoordinatorV6, metadataV12 } from "@platformatic/kafka";
-import { ErrorCode, KafkaProtocolError } from "./errors.ts";
+import { ErrorCode, KafkaProtocolError, KafkaSecurityError } from "./errors.ts";
+import { connectionSecurity, securityFailure, type KafkaSecurityOptions } from "./security.ts";
 
 /** Topic-partition leadership as the last Metadata response gave it. */
 export interface TopicInfo {
@@ -23,6 +24,8 @@ export interface ClusterOptions {
   readonly clientId: string;
   readonly connectTimeoutMs: number;
   readonly requestTimeoutMs: number;
+  /** TLS and SASL for every connection; none: plaintext, unauthenticated. */
+  readonly security?: KafkaSecurityOptions;
 }
 
 /** The version range a broker accepts for one API key. */
@@ -143,6 +146,14 @@ export class Cluster {
     return pending;
   }
 
+  /**
+   * The non-retriable security failure in `err`, if any: a connection's own (already typed), or
+   * one a request ran into (a plaintext client answered in TLS by the bootstrap broker).
+   */
+  securityFailure(err: unknown): KafkaSecurityError | undefined {
+    return err instanceof KafkaSecurityError ? err : securityFailure(err, this.#opts.brokers.join(","));
+  }
+
   /** Closes every connection. `hard` skips waiting for in-flight requests (a crash, for tests). */
   async close(hard = false): Promise<void> {
     const all = [...this.#connections.values()];
@@ -161,10 +172,17 @@ export class Cluster {
     const conn = new Connection(this.#opts.clientId, {
       connectTimeout: this.#opts.connectTimeoutMs,
       requestTimeout: this.#opts.requestTimeoutMs,
+      ...connectionSecurity(this.#opts.security),
     });
     // A Connection emits 'error' on socket failures; callers see them as rejected requests.
     conn.on("error", () => {});
-    return conn.connect(host, port)!.then(() => conn);
+    // TLS and SASL run inside connect(): a refused password or certificate rejects it, typed.
+    return conn.connect(host, port)!.then(
+      () => conn,
+      (err: unknown) => {
+        throw securityFailure(err, `${host}:${port}`) ?? err;
+      },
+    );
   }
 
   /** Any reachable broker, for Metadata and FindCoordinator: the bootstrap list, round robin. */
@@ -174,8 +192,9 @@ export class Cluster {
       for (const nodeId of known) {
         try {
           return await this.connection(nodeId, "coordinator");
-        } catch {
+        } catch (err) {
           this.drop(nodeId, "coordinator");
+          if (err instanceof KafkaSecurityError) throw err;
         }
       }
     }
@@ -194,8 +213,10 @@ export class Cluster {
         if (conn.isConnected()) return conn;
         throw new Error(`bootstrap connection to ${spec} is closed`);
       } catch (err) {
-        lastError = err;
         this.#connections.delete(key);
+        // Another bootstrap broker would refuse the same credentials: say so now.
+        if (err instanceof KafkaSecurityError) throw err;
+        lastError = err;
         this.#bootstrapIndex++;
       }
     }

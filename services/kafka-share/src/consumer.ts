@@ -6,7 +6,7 @@
 import { EventEmitter } from "node:events";
 import { AckType, type PartitionAcks, type PartitionRef } from "./acks.ts";
 import { Cluster } from "./cluster.ts";
-import { AcknowledgeError, ConsumerClosedError, ErrorCode } from "./errors.ts";
+import { AcknowledgeError, ConsumerClosedError, ErrorCode, type KafkaSecurityError } from "./errors.ts";
 import { Fetcher, type AcknowledgeResult } from "./fetcher.ts";
 import { applyShareGroupConfig } from "./group-config.ts";
 import { Membership } from "./membership.ts";
@@ -42,8 +42,20 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
     connectTimeoutMs: options.connectTimeoutMs ?? 5_000,
     // A ShareFetch may wait maxWaitMs at the broker: the socket timeout must be longer.
     requestTimeoutMs: options.requestTimeoutMs ?? 35_000,
+    ...(options.security ? { security: options.security } : {}),
   });
+  // A refused password or certificate: stop, once, and make every later fetch() reject with it.
+  let fatal: KafkaSecurityError | undefined;
+  const fail = (error: KafkaSecurityError): void => {
+    if (fatal) return;
+    fatal = error;
+    (log?.error ?? log?.warn)?.call(log, { err: error }, "kafka-share: the brokers refused this client's security settings; stopping");
+    void membership.stop(false);
+    events.emit("fatal", error);
+  };
   const problem = (error: Error, action: string): void => {
+    const refused = cluster.securityFailure(error);
+    if (refused) return fail(refused);
     metrics.problems++;
     log?.warn({ err: error, action }, "kafka-share: retrying");
     events.emit("problem", { error, action });
@@ -66,6 +78,7 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
     },
     epoch: (memberEpoch) => events.emit("memberEpoch", memberEpoch),
     problem,
+    fatal: fail,
   });
   const sessions = new Map<number, ShareSession>();
   const acquired = new WeakMap<ShareRecord, Acquired>();
@@ -156,6 +169,8 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
       started.then(
         () => !closed && membership.subscribe(topics),
         (err: unknown) => {
+          const refused = cluster.securityFailure(err);
+          if (refused) return fail(refused);
           problem(err as Error, "could not set the group config; joining anyway");
           if (!closed) membership.subscribe(topics);
         },
@@ -164,15 +179,22 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
 
     async fetch({ maxRecords, maxWaitMs, signal }: FetchOptions) {
       if (closed) throw new ConsumerClosedError();
+      if (fatal) throw fatal;
       if (!Number.isInteger(maxRecords) || maxRecords < 1) throw new RangeError(`maxRecords must be a positive integer, got ${maxRecords}`);
       const deadline = Date.now() + maxWaitMs;
       if (membership.assignment.size === 0) await waitForAssignment(maxWaitMs, signal);
+      if (fatal) throw fatal;
       if (closed || signal?.aborted || membership.assignment.size === 0) return [];
       metrics.fetches++;
       let byLeader: Map<number, PartitionRef[]>;
       try {
         byLeader = await partitionsByLeader();
       } catch (err) {
+        const refused = cluster.securityFailure(err);
+        if (refused) {
+          fail(refused);
+          throw refused;
+        }
         // No broker answers Metadata (an outage): report, pause briefly, let the caller loop on.
         problem(err as Error, "metadata refresh failed; fetching nothing this time");
         await new Promise((r) => setTimeout(r, Math.min(500, Math.max(0, deadline - Date.now()))));

@@ -67,3 +67,35 @@ export class ConsumerClosedError extends Error {
     super("share consumer is closed");
   }
 }
+
+/**
+ * A failure retrying cannot mend: the connection's security was refused. The consumer stops on it
+ * (emits `fatal`, rejects `fetch()`), so a wrong password fails a start instead of looping.
+ */
+export abstract class KafkaSecurityError extends Error {
+  /** Never worth retrying with the same settings. */
+  readonly retriable = false;
+  constructor(
+    readonly broker: string,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** SASL authentication refused (wrong password, unknown user, invalid token, mechanism not enabled). */
+export class KafkaAuthenticationError extends KafkaSecurityError {
+  override readonly name = "KafkaAuthenticationError";
+  constructor(broker: string, detail: string, options?: ErrorOptions) {
+    super(broker, `SASL authentication with ${broker} failed: ${detail}`, options);
+  }
+}
+
+/** The broker's TLS certificate was not trusted (unknown CA, wrong host name, expired) or TLS failed. */
+export class KafkaTlsError extends KafkaSecurityError {
+  override readonly name = "KafkaTlsError";
+  constructor(broker: string, detail: string, options?: ErrorOptions) {
+    super(broker, `TLS with ${broker} failed: ${detail}`, options);
+  }
+}

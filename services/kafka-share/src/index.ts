@@ -13,7 +13,15 @@ export {
   type ShareGroupPartitionOffsets,
 } from "./admin.ts";
 export type { ShareGroupConfig } from "./group-config.ts";
-export { AcknowledgeError, ConsumerClosedError, KafkaProtocolError } from "./errors.ts";
+export {
+  AcknowledgeError,
+  ConsumerClosedError,
+  KafkaAuthenticationError,
+  KafkaProtocolError,
+  KafkaSecurityError,
+  KafkaTlsError,
+} from "./errors.ts";
+export type { KafkaSaslOptions, KafkaSecurityOptions, KafkaTlsOptions, SecretSource } from "./security.ts";
 export type { AcknowledgeResult } from "./fetcher.ts";
 export type { ShareRecord } from "./records.ts";
 export type {

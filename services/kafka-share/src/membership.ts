@@ -6,7 +6,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Cluster } from "./cluster.ts";
-import { ErrorCode, KafkaProtocolError } from "./errors.ts";
+import { ErrorCode, KafkaProtocolError, type KafkaSecurityError } from "./errors.ts";
 import { shareGroupHeartbeatApi, type ShareGroupHeartbeatResponse } from "./generated/share-group-heartbeat.ts";
 import { call } from "./protocol/call.ts";
 
@@ -19,6 +19,8 @@ export interface MembershipEvents {
   epoch(memberEpoch: number): void;
   /** A retried failure (coordinator moved, broker unreachable, fenced): for logs and metrics. */
   problem(error: Error, action: string): void;
+  /** Security refused (password, certificate): the loop has stopped; retrying would not help. */
+  fatal(error: KafkaSecurityError): void;
 }
 
 const RETRY_BACKOFF_MS = 200;
@@ -87,6 +89,12 @@ export class Membership {
         delay = this.#handle(res);
         backoff = RETRY_BACKOFF_MS;
       } catch (err) {
+        const refused = this.cluster.securityFailure(err);
+        if (refused) {
+          this.#running = false;
+          this.events.fatal(refused);
+          break;
+        }
         if (this.#coordinator !== undefined) this.cluster.drop(this.#coordinator, "coordinator");
         this.#coordinator = undefined;
         this.events.problem(err as Error, "heartbeat failed; finding the coordinator again");

@@ -3,11 +3,15 @@ import type { AckTypeName } from "./acks.ts";
 import type { AcknowledgeResult } from "./fetcher.ts";
 import type { ShareGroupConfig } from "./group-config.ts";
 import type { ShareRecord } from "./records.ts";
+import type { KafkaSecurityError } from "./errors.ts";
+import type { KafkaSecurityOptions } from "./security.ts";
 
 /** pino-compatible: what the consumer logs (joins, assignments at info; retried problems at warn). */
 export interface ShareConsumerLogger {
   info(obj: object, msg: string): void;
   warn(obj: object, msg: string): void;
+  /** Where a fatal security failure is logged (warn when absent). */
+  error?(obj: object, msg: string): void;
 }
 
 export interface ShareConsumerOptions {
@@ -28,6 +32,8 @@ export interface ShareConsumerOptions {
   readonly connectTimeoutMs?: number;
   /** Socket-level timeout per request; keep it above the longest fetch `maxWaitMs` (default 35 s). */
   readonly requestTimeoutMs?: number;
+  /** TLS (CA, client certificate) and SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER) on every connection. */
+  readonly security?: KafkaSecurityOptions;
 }
 
 export interface FetchOptions {
@@ -75,6 +81,11 @@ export interface ShareConsumerEvents {
   acknowledged: [AcknowledgeResult];
   /** A failure the consumer is handling by retrying, reconnecting or rejoining. */
   problem: [{ error: Error; action: string }];
+  /**
+   * The brokers refused this client's security (SASL authentication failed, certificate not
+   * trusted): the consumer has stopped heartbeating and every fetch() rejects with this error.
+   */
+  fatal: [KafkaSecurityError];
   closed: [];
 }
 

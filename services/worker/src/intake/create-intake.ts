@@ -1,5 +1,5 @@
 import type { Kafka } from "kafkajs";
-import { jobsTopic, retryTopic, routedTopic, SERVED_LANES, type IntakeKind, type Logger, type PoolSpec, type TopicSpec } from "@shoal/common";
+import { jobsTopic, retryTopic, routedTopic, SERVED_LANES, shareSecurity, type IntakeKind, type Logger, type PoolSpec, type TopicSpec } from "@shoal/common";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import type { WorkerConfig } from "../config.ts";
 import type { WorkerMetrics } from "../telemetry/worker-metrics.ts";
@@ -63,8 +63,10 @@ function createPoolIntake(deps: IntakeDeps): JobIntake {
       onLag: (topic, partition, lag) => deps.metrics.consumerLag.set({ topic, partition: String(partition) }, lag),
     });
   }
+  const security = shareSecurity(config.kafka);
   return createShareIntake({
     brokers: config.kafka.brokers,
+    ...(security ? { security } : {}),
     groupId,
     clientId: `shoal-worker-${config.workerId}`,
     // Interactive first, then retries, then the batch lane: each asked for with the room left.

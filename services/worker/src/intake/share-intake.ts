@@ -1,9 +1,11 @@
 import type { LaneName, Logger } from "@shoal/common";
-import { createShareConsumer, type ShareConsumer, type ShareRecord } from "@shoal/kafka-share";
+import { createShareConsumer, KafkaSecurityError, type KafkaSecurityOptions, type ShareConsumer, type ShareRecord } from "@shoal/kafka-share";
 import type { Delivery, IntakeHandler, JobIntake, RecordHeaders, Settlement } from "./intake.ts";
 
 export interface ShareIntakeOptions {
   readonly brokers: readonly string[];
+  /** TLS and SASL for the share-group connections (the worker's KAFKA_SSL_* / KAFKA_SASL_* settings). */
+  readonly security?: KafkaSecurityOptions;
   /** The pool's share group: every worker of the pool is a member. */
   readonly groupId: string;
   readonly clientId: string;
@@ -59,6 +61,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   const members = opts.topics.map(({ topic, lane }, i) => {
     const member = createShareConsumer({
       brokers: opts.brokers,
+      ...(opts.security ? { security: opts.security } : {}),
       groupId: opts.groupId,
       clientId: `${opts.clientId}-${i}`,
       logger: log,
@@ -142,6 +145,11 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       return records.length;
     } catch (err) {
       if (!running) return 0;
+      // Logged once by the member when it stopped; the worker reads unready from here on.
+      if (err instanceof KafkaSecurityError) {
+        await sleep(5_000);
+        return 0;
+      }
       log.warn({ err, topic: m.topic }, "share fetch failed; retrying shortly");
       await sleep(500);
       return 0;
@@ -203,10 +211,16 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       await Promise.all(
         members.map(
           (m) =>
-            new Promise<void>((resolve) => {
+            new Promise<void>((resolve, reject) => {
               m.member.on("joined", () => {
                 m.joined = true;
                 resolve();
+              });
+              // Refused credentials or certificate: the start fails with the broker's reason
+              // instead of waiting for a join that cannot happen; later, the worker turns unready.
+              m.member.on("fatal", (err) => {
+                m.joined = false;
+                reject(err);
               });
               m.member.on("memberEpoch", (epoch) => (m.joined = epoch > 0));
               m.member.subscribe([m.topic]);
