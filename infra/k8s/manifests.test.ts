@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
-import { join } from "node:path";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
 import { before, describe, test } from "node:test";
-import { ensureSchemas } from "./schemas.ts";
+import { ensureKustomize, ensureSchemas } from "./schemas.ts";
 import { createValidator, render, type K8sObject, type Validator } from "./validate.ts";
 
 const K8S = import.meta.dirname;
@@ -38,7 +40,8 @@ describe("Kubernetes manifests (kustomize overlays, checked against Kubernetes' 
   const rendered = new Map<string, K8sObject[]>();
   before(async () => {
     validator = await createValidator(await ensureSchemas());
-    for (const o of OVERLAYS) rendered.set(o, await render(join(K8S, "overlays", o)));
+    const kustomize = await ensureKustomize();
+    for (const o of OVERLAYS) rendered.set(o, await render(kustomize, join(K8S, "overlays", o)));
   });
 
   for (const overlay of OVERLAYS) {
@@ -153,5 +156,22 @@ describe("Kubernetes manifests (kustomize overlays, checked against Kubernetes' 
     assert.deepEqual(validator.check({ apiVersion: "apps/v1", kind: "Deploymnet", metadata: { name: "x" } }), [
       "Deploymnet/x: no schema for apps/v1 Deploymnet",
     ]);
+  });
+
+  test("an overlay whose patch misspells a probe renders, and fails validation", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "shoal-k8s-bad-"));
+    try {
+      await writeFile(
+        join(dir, "kustomization.yaml"),
+        `resources: [${JSON.stringify(relative(dir, join(K8S, "overlays/cpu")))}]\npatches:\n  - patch: |\n      - op: add\n        path: /spec/template/spec/containers/0/livenesProbe\n        value: { httpGet: { path: /healthz, port: admin } }\n    target: { kind: Deployment, name: shoal-worker-cpu }\n`,
+      );
+      const objs = await render(await ensureKustomize(), dir);
+      assert.deepEqual(
+        objs.flatMap((o) => validator.check(o)),
+        ["Deployment/shoal-worker-cpu: /spec/template/spec/containers/0 must NOT have additional properties 'livenesProbe'"],
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,5 +1,5 @@
 /**
- * Renders a kustomization (`kubectl kustomize`, kustomize built into kubectl) and checks every
+ * Renders a kustomization (the pinned kustomize, schemas.ts) and checks every
  * object against the real schemas: Kubernetes' OpenAPI definitions for built-in kinds, the CRD's
  * openAPIV3Schema for KEDA's ScaledObject. Strict, as `kubeconform -strict` is: a field no schema
  * declares is an error (a typo such as `readinesProbe` would otherwise pass silently).
@@ -21,9 +21,9 @@ export interface K8sObject {
   readonly [field: string]: unknown;
 }
 
-/** The objects `kubectl kustomize <dir>` renders. */
-export async function render(dir: string): Promise<K8sObject[]> {
-  const { stdout } = await run("kubectl", ["kustomize", dir], { maxBuffer: 16 << 20 });
+/** The objects `kustomize build <dir>` renders. */
+export async function render(kustomize: string, dir: string): Promise<K8sObject[]> {
+  const { stdout } = await run(kustomize, ["build", dir], { maxBuffer: 16 << 20 });
   return parseAllDocuments(stdout).map((d) => d.toJS() as K8sObject);
 }
 
