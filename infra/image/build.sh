@@ -67,7 +67,7 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/shoal-image-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 stage=$work/stage
-staged_hash=$("$repo/node_modules/.bin/node" --import tsx "$here/stage.ts" "$stage")
+staged_hash=$(cd "$repo" && node_modules/.bin/node --import tsx infra/image/stage.ts "$stage")
 
 install -D -m 0755 "$here/shoal-entry.sh" "$stage/usr/local/bin/shoal"
 install -D -m 0644 "$here/health.mjs" "$stage/opt/shoal/health.mjs"
@@ -81,7 +81,7 @@ if [[ $variant == cuda ]]; then
   [[ -d ${SHOAL_CUDA_LIBS:-} ]] || { echo "build.sh: SHOAL_CUDA_LIBS must name a folder with the CUDA 12 + cuDNN 9 runtime libraries" >&2; exit 1; }
   mkdir -p "$stage/opt/cuda/lib" && cp -a "$SHOAL_CUDA_LIBS"/. "$stage/opt/cuda/lib/"
 fi
-hash=$(printf '%s\n' "$staged_hash" "$base_key" "$variant" "$(sha256sum "$0" "$here/shoal-entry.sh" "$here/health.mjs")" | sha256sum | cut -c1-16)
+hash=$(printf '%s\n' "$staged_hash" "$base_key" "$variant" "$(cat "$0" "$here/shoal-entry.sh" "$here/health.mjs" | sha256sum)" | sha256sum | cut -c1-16)
 out=$cache/image-$variant-$hash
 if [[ -f $out/image.env ]]; then
   log "up to date: $out"
