@@ -153,6 +153,17 @@ describe("the OCI image under podman (read-only root, non-root) serves an Embed 
     assert.ok(imageBytes > 50 * 2 ** 20 && imageBytes < 200 * 2 ** 20, `${imageBytes} bytes`);
   });
 
+  test("SIGTERM reaches the services through tini and they drain and exit 0", async () => {
+    // Last but one: it stops the cluster. podman run proxies the signal to the container's PID 1.
+    const codes = await Promise.all([...services].reverse().map((p) => p.stop("SIGTERM", 45_000)));
+    assert.deepEqual(codes, [0, 0]);
+    for (const p of services)
+      assert.ok(
+        p.logs.some((l) => l.msg === "stopped"),
+        `${p.name} logged "stopped"\n${p.tail(5)}`,
+      );
+  });
+
   test("a bad argument gets the entry point's usage, exit code 2", async () => {
     const err = await run("podman", ["run", "--rm", ...hostFlags, "--read-only", image, "serve"]).then(
       () => undefined,
