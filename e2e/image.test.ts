@@ -1,16 +1,21 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFile, writeFile } from "node:fs/promises";
+import { chmod, readFile, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import { kafkaBrokers, writeCatalog } from "./harness/cluster.ts";
-import { clientsFor, norm } from "./harness/clients.ts";
+import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { selfSignedCert } from "@shoal/common/self-signed";
+import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { norm } from "./harness/clients.ts";
 import { REPO_ROOT, ServiceProcess } from "./harness/service-process.ts";
 
 const run = promisify(execFile);
+const API_KEY = `sk-e2e-${randomBytes(12).toString("hex")}`;
 
 /**
  * Extra `podman run` flags this host needs. Inside some sandboxes crun refuses hybrid cgroups and
@@ -47,7 +52,7 @@ async function freePort(): Promise<number> {
  * ~/.cache/shoal/image-cpu-<hash>/) loaded into podman and run as the gateway and a worker:
  * host network, read-only root, /tmp on tmpfs, as its non-root user, against the test's broker.
  */
-describe("the OCI image under podman (read-only root, non-root) serves an Embed through a containerised gateway and worker", () => {
+describe("the OCI image under podman (read-only root, non-root, the k8s base's TLS + keys) serves an Embed through a containerised gateway and worker", () => {
   const tag = randomBytes(4).toString("hex");
   const names = { gateway: `shoal-e2e-gw-${tag}`, worker: `shoal-e2e-w-${tag}` };
   const services: ServiceProcess[] = [];
@@ -55,6 +60,7 @@ describe("the OCI image under podman (read-only root, non-root) serves an Embed 
   let hostFlags: string[];
   let imageBytes: number;
   let url: string;
+  let ca: string;
   let model: string;
 
   before(async () => {
@@ -80,8 +86,25 @@ describe("the OCI image under podman (read-only root, non-root) serves an Embed 
     const hostCatalog = await writeCatalog(["tiny"], 1, "share");
     const catalog = { pool: hostCatalog.pool, path: join(dirname(hostCatalog.path), "container-catalog.yaml") };
     await writeFile(catalog.path, (await readFile(hostCatalog.path, "utf8")).replaceAll(JSON.stringify(hostCatalog.dirs[0]!), "/models/m0"));
-    const mounts = ["-v", `${catalog.path}:/etc/shoal/catalog.yaml:ro`, "-v", `${hostCatalog.dirs[0]!}:/models/m0:ro`];
-    const podman = (name: string, env: Record<string, string>, service: string): ServiceProcess =>
+    // The production configuration of infra/k8s/base: TLS, API keys and cluster keys from files
+    // mounted read-only at the same paths as the Secrets there.
+    const secrets = dirname(hostCatalog.path);
+    const tls = selfSignedCert(secrets, "gateway", "DNS:localhost,IP:127.0.0.1");
+    ca = await readFile(tls.cert, "utf8");
+    await writeFile(join(secrets, "api-keys.yaml"), `keys:\n  - tenant: e2e\n    key: ${API_KEY}\n`);
+    await writeFile(join(secrets, "cluster-keys"), `${randomBytes(32).toString("hex")}\n`);
+    for (const f of [tls.cert, tls.key, join(secrets, "api-keys.yaml"), join(secrets, "cluster-keys")]) await chmod(f, 0o644); // uid 10001 reads them
+    const mounts = [
+      ["-v", `${catalog.path}:/etc/shoal/catalog/catalog.yaml:ro`],
+      ["-v", `${hostCatalog.dirs[0]!}:/models/m0:ro`],
+      ["-v", `${join(secrets, "cluster-keys")}:/etc/shoal/cluster-keys/keys:ro`],
+    ].flat();
+    const gatewayMounts = [
+      ["-v", `${tls.cert}:/etc/shoal/tls/tls.crt:ro`],
+      ["-v", `${tls.key}:/etc/shoal/tls/tls.key:ro`],
+      ["-v", `${join(secrets, "api-keys.yaml")}:/etc/shoal/api-keys/api-keys.yaml:ro`],
+    ].flat();
+    const podman = (name: string, env: Record<string, string>, service: "gateway" | "worker"): ServiceProcess =>
       ServiceProcess.spawn(
         name,
         "podman",
@@ -96,10 +119,14 @@ describe("the OCI image under podman (read-only root, non-root) serves an Embed 
           "--tmpfs",
           "/tmp:rw,size=64m",
           ...mounts,
-          ...Object.entries({ KAFKA_BROKERS: kafkaBrokers(), SHOAL_CATALOG: "/etc/shoal/catalog.yaml", LOG_LEVEL: "info", ...env }).flatMap(([k, v]) => [
-            "-e",
-            `${k}=${v}`,
-          ]),
+          ...(service === "gateway" ? gatewayMounts : []),
+          ...Object.entries({
+            KAFKA_BROKERS: kafkaBrokers(),
+            SHOAL_CATALOG: "/etc/shoal/catalog/catalog.yaml",
+            SHOAL_CLUSTER_KEYS_FILE: "/etc/shoal/cluster-keys/keys",
+            LOG_LEVEL: "info",
+            ...env,
+          }).flatMap(([k, v]) => ["-e", `${k}=${v}`]),
           image,
           service,
         ],
@@ -118,10 +145,21 @@ describe("the OCI image under podman (read-only root, non-root) serves an Embed 
     );
     services.push(worker);
     await worker.waitForLog((l) => l.msg === "worker pulling jobs", 120_000);
-    const gateway = podman(names.gateway, { SHOAL_PORT: String(await freePort()), SHOAL_INSTANCE_ID: names.gateway }, "gateway");
+    const gateway = podman(
+      names.gateway,
+      {
+        SHOAL_HOST: "0.0.0.0", // off loopback: refused without TLS and API keys
+        SHOAL_PORT: String(await freePort()),
+        SHOAL_INSTANCE_ID: names.gateway,
+        SHOAL_TLS_CERT_FILE: "/etc/shoal/tls/tls.crt",
+        SHOAL_TLS_KEY_FILE: "/etc/shoal/tls/tls.key",
+        SHOAL_API_KEYS_FILE: "/etc/shoal/api-keys/api-keys.yaml",
+      },
+      "gateway",
+    );
     services.push(gateway);
     const line = await gateway.waitForLog((l) => l.msg === "gateway serving", 120_000);
-    url = `http://127.0.0.1:${String(line["port"])}`;
+    url = `https://localhost:${String(line["port"])}`;
     model = (line["models"] as string[])[0]!;
   });
 
@@ -130,14 +168,23 @@ describe("the OCI image under podman (read-only root, non-root) serves an Embed 
     await run("podman", ["rm", "-f", "--ignore", names.gateway, names.worker]).catch(() => {});
   });
 
-  test("Embed over Connect and gRPC through the containers", async () => {
-    for (const protocol of ["connect", "grpc"] as const) {
-      const { inference } = clientsFor(url, protocol);
-      const res = await inference.embed({ model, inputs: ["hello from a container", "goodbye"] });
+  test("Embed over Connect and gRPC, on TLS with an API key, through the containers", async () => {
+    const auth: Interceptor = (next) => (req) => {
+      req.header.set("authorization", `Bearer ${API_KEY}`);
+      return next(req);
+    };
+    const transports = {
+      connect: createConnectTransport({ baseUrl: url, httpVersion: "1.1", nodeOptions: { ca }, interceptors: [auth] }),
+      grpc: createGrpcTransport({ baseUrl: url, nodeOptions: { ca }, interceptors: [auth] }),
+    };
+    for (const transport of Object.values(transports)) {
+      const res = await createClient(InferenceService, transport).embed({ model, inputs: ["hello from a container", "goodbye"] });
       assert.equal(res.embeddings.length, 2);
       for (const e of res.embeddings) assert.ok(Math.abs(norm(e.values) - 1) < 1e-5);
       assert.notDeepEqual(res.embeddings[0]!.values, res.embeddings[1]!.values);
     }
+    const keyless = createClient(InferenceService, createGrpcTransport({ baseUrl: url, nodeOptions: { ca } }));
+    await assert.rejects(keyless.embed({ model, inputs: ["x"] }), (err: unknown) => ConnectError.from(err).code === Code.Unauthenticated);
   });
 
   test("the services run as uid 10001 on a read-only root, and `shoal health` answers for each", async () => {
