@@ -29,6 +29,8 @@ export interface ClusterOptions {
   readonly workerEnv?: Record<string, string>;
   /** Bootstrap brokers (default: the test run's broker, KAFKA_BROKERS). */
   readonly brokers?: string;
+  /** Run the compiled services in this folder (`npm run build:services`) instead of the sources. */
+  readonly builtDir?: string;
 }
 
 /** One catalog entry: a model directory and its own fields. */
@@ -97,17 +99,22 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<TestClust
   let n = 0;
   async function startWorker(env: Record<string, string> = {}): Promise<ServiceProcess> {
     const id = `${pool}-w${n++}`;
-    const w = ServiceProcess.start("worker", id, {
-      ...common,
-      SHOAL_POOL: pool,
-      SHOAL_WORKER_ID: id,
-      // Lean test workers (several share two cores): one session per model, one thread each.
-      SHOAL_INFERENCE_THREADS: "1",
-      SHOAL_INTRA_OP_THREADS: "1",
-      SHOAL_HTTP_PORT: "0",
-      ...opts.workerEnv,
-      ...env,
-    });
+    const w = ServiceProcess.start(
+      "worker",
+      id,
+      {
+        ...common,
+        SHOAL_POOL: pool,
+        SHOAL_WORKER_ID: id,
+        // Lean test workers (several share two cores): one session per model, one thread each.
+        SHOAL_INFERENCE_THREADS: "1",
+        SHOAL_INTRA_OP_THREADS: "1",
+        SHOAL_HTTP_PORT: "0",
+        ...opts.workerEnv,
+        ...env,
+      },
+      opts.builtDir,
+    );
     workers.push(w);
     await w.waitForLog((l) => l.msg === "worker pulling jobs");
     return w;
@@ -116,12 +123,17 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<TestClust
     await Promise.all(Array.from({ length: opts.workers ?? 1 }, () => startWorker()));
     const started = await Promise.all(
       Array.from({ length: opts.gateways ?? 1 }, async (_, i) => {
-        const g = ServiceProcess.start("gateway", `${pool}-g${i}`, {
-          ...common,
-          SHOAL_PORT: "0",
-          SHOAL_INSTANCE_ID: `${pool}-g${i}`,
-          ...opts.gatewayEnv,
-        });
+        const g = ServiceProcess.start(
+          "gateway",
+          `${pool}-g${i}`,
+          {
+            ...common,
+            SHOAL_PORT: "0",
+            SHOAL_INSTANCE_ID: `${pool}-g${i}`,
+            ...opts.gatewayEnv,
+          },
+          opts.builtDir,
+        );
         gateways.push(g);
         const line = await g.waitForLog((l) => l.msg === "gateway serving");
         return `http://127.0.0.1:${String(line["port"])}`;

@@ -32,15 +32,20 @@ export class ServiceProcess {
     this.exited = once(child, "exit").then(([code]) => code as number | null);
   }
 
-  /** Starts `services/<kind>/src/main.ts` with the given environment. */
-  static start(kind: "gateway" | "worker", name: string, env: Record<string, string>): ServiceProcess {
+  /**
+   * Starts `services/<kind>/src/main.ts` with the given environment, or the compiled
+   * `<builtDir>/<kind>.js` (`npm run build:services`) without tsx when `builtDir` is given.
+   */
+  static start(kind: "gateway" | "worker", name: string, env: Record<string, string>, builtDir?: string): ServiceProcess {
     // SHOAL_NODE_ARGS: extra node flags for profiling (e.g. --cpu-prof), which NODE_OPTIONS refuses.
     const extra = (env["SHOAL_NODE_ARGS"] ?? "").split(" ").filter((a) => a !== "");
-    const child = spawn(process.execPath, [...extra, ...SERVICE_NODE_FLAGS, "--import", "tsx", resolve(REPO_ROOT, `services/${kind}/src/main.ts`)], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, LOG_LEVEL: "info", ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const entry = builtDir === undefined ? ["--import", "tsx", resolve(REPO_ROOT, `services/${kind}/src/main.ts`)] : [resolve(builtDir, `${kind}.js`)];
+    return ServiceProcess.spawn(name, process.execPath, [...extra, ...SERVICE_NODE_FLAGS, ...entry], { LOG_LEVEL: "info", ...env });
+  }
+
+  /** Runs any command whose output is a Shoal service's log (a container runtime, for one). */
+  static spawn(name: string, command: string, args: readonly string[], env: Record<string, string>): ServiceProcess {
+    const child = spawn(command, args, { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
     return new ServiceProcess(name, child);
   }
 
