@@ -6,6 +6,7 @@ import { EmbeddingType, InputType } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { startCluster, type TestCluster } from "./harness/cluster.ts";
 import { maxAbsDiff } from "./harness/clients.ts";
+import { type Scrape, scrape, total } from "./harness/prometheus.ts";
 
 /** The tiny generated encoder and cross-encoder (random weights: the mapping is what is tested). */
 const EMBED = "shoal-tiny-embed";
@@ -242,5 +243,25 @@ describe("peer APIs (Cohere, TEI) on a real cluster: same values as Shoal's own 
     const cut = await post("/embed", { inputs: [LONG], truncate: true, truncation_direction: "Left" });
     const ref = await shoal.embed({ model: EMBED, inputs: [LONG], options: { truncation: 2 } });
     assert.ok(maxAbsDiff(cut.body[0], ref.embeddings[0]!.values) < 1e-6, "Left = START");
+  });
+
+  test("/metrics counts each route's calls under its own method label, with the tenant of the key", async () => {
+    const before = await scrape(`${base}/metrics`, KEY);
+    await post("/v2/embed", { model: EMBED, texts: ["counted"] });
+    await post("/v2/rerank", { model: RERANK, query: QUERY, documents: ["counted"] });
+    await post("/embed", { inputs: "counted" });
+    await post("/v2/embed", { model: "no-such-model", texts: ["counted"] });
+    const delta = (after: Scrape, m: Record<string, string>): number =>
+      total(after, "shoal_gateway_requests_total", m) - total(before, "shoal_gateway_requests_total", m);
+    let after = before;
+    // The metrics are recorded when the response has gone; the client may read it first.
+    for (let i = 0; i < 50 && delta(after, { tenant: "peer" }) < 4; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      after = await scrape(`${base}/metrics`, KEY);
+    }
+    assert.equal(delta(after, { method: "Cohere.EmbedV2", model: EMBED, code: "ok", tenant: "peer" }), 1);
+    assert.equal(delta(after, { method: "Cohere.EmbedV2", code: "NotFound" }), 1);
+    assert.equal(delta(after, { method: "Cohere.RerankV2", model: RERANK, code: "ok" }), 1);
+    assert.equal(delta(after, { method: "TEI.Embed", model: EMBED, code: "ok" }), 1);
   });
 });

@@ -181,6 +181,7 @@ export function createCohereRoutes(deps: CohereDeps): (req: Req, res: Res) => vo
     let parsed: CohereEmbed | undefined;
     const { out, headers } = await invokeRoute(req, res, {
       method: InferenceService.method.embed,
+      protocol: "cohere",
       route: `/v${version}/embed`,
       metricsMethod: `Cohere.EmbedV${version}`,
       statusOf: cohereStatus,
@@ -224,6 +225,7 @@ export function createCohereRoutes(deps: CohereDeps): (req: Req, res: Res) => vo
     let parsed: CohereRerank | undefined;
     const { out, headers } = await invokeRoute(req, res, {
       method: InferenceService.method.rerank,
+      protocol: "cohere",
       route: `/v${version}/rerank`,
       metricsMethod: `Cohere.RerankV${version}`,
       statusOf: cohereStatus,

@@ -105,6 +105,8 @@ export function hintHeaders(err: ConnectError): Record<string, string> {
 /** One route call: which RPC, how it is named, and what the route does inside the chain. */
 export interface RouteCall<I extends DescMessage, O extends DescMessage> {
   readonly method: DescMethodUnary<I, O>;
+  /** The handler context's protocol name: the dialect (`openai`, `cohere`, `tei`). */
+  readonly protocol: string;
   /** The route template (`POST /v2/embed` spans and `http.route`). */
   readonly route: string;
   /** `method` label of the request metrics (`Cohere.Embed`). */
@@ -141,7 +143,7 @@ export async function invokeRoute<I extends DescMessage, O extends DescMessage>(
   const ctx = createHandlerContext({
     service: InferenceService,
     method: call.method,
-    protocolName: "http",
+    protocolName: call.protocol,
     requestMethod: req.method ?? "POST",
     url: req.url ?? "/",
     requestSignal: aborted.signal,

@@ -179,6 +179,7 @@ export function createTeiRoutes(deps: TeiDeps): (req: Req, res: Res) => void {
   async function embed(req: Req, res: Res, route: string): Promise<void> {
     const { out, headers } = await invokeRoute(req, res, {
       method: InferenceService.method.embed,
+      protocol: "tei",
       route,
       metricsMethod: "TEI.Embed",
       statusOf,
@@ -213,6 +214,7 @@ export function createTeiRoutes(deps: TeiDeps): (req: Req, res: Res) => void {
     let parsed: TeiRerank | undefined;
     const { out, headers } = await invokeRoute(req, res, {
       method: InferenceService.method.rerank,
+      protocol: "tei",
       route: "/rerank",
       metricsMethod: "TEI.Rerank",
       statusOf,
@@ -238,6 +240,7 @@ export function createTeiRoutes(deps: TeiDeps): (req: Req, res: Res) => void {
     let parsed: { inputs: string[]; special: boolean } | undefined;
     const { out, headers } = await invokeRoute(req, res, {
       method: InferenceService.method.tokenize,
+      protocol: "tei",
       route: "/tokenize",
       metricsMethod: "TEI.Tokenize",
       statusOf,
