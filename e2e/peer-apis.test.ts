@@ -7,9 +7,13 @@ import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { startCluster, type TestCluster } from "./harness/cluster.ts";
 import { maxAbsDiff } from "./harness/clients.ts";
 import { type Scrape, scrape, total } from "./harness/prometheus.ts";
+import { E5_PROMPTS, tinyVariant } from "./harness/tiny-variant.ts";
 
-/** The tiny generated encoder and cross-encoder (random weights: the mapping is what is tested). */
-const EMBED = "shoal-tiny-embed";
+/**
+ * The tiny generated encoder with E5's prompts (so that input types change the vector) and the
+ * tiny cross-encoder; random weights: the mapping is what is tested.
+ */
+const EMBED = "shoal-tiny-prompted";
 const RERANK = "shoal-tiny-rerank";
 const KEY = "sk-peer-0a1b2c3d4e5f6789";
 const TEXTS = ["The harbour was full of small fishing boats.", "A shoal of silver fish turned at once.", "Quarterly revenue grew by twelve percent."];
@@ -30,7 +34,8 @@ describe("peer APIs (Cohere, TEI) on a real cluster: same values as Shoal's own 
   let shoal: Client<typeof InferenceService>;
   before(async () => {
     cluster = await startCluster({
-      presets: ["tiny", "tiny-rerank"],
+      presets: ["tiny-rerank"],
+      modelDirs: [await tinyVariant(EMBED, { prompts: E5_PROMPTS })],
       gatewayEnv: { SHOAL_MAX_REQUEST_BYTES: String(MAX_REQUEST_BYTES), SHOAL_API_KEYS: `peer=${KEY}` },
     });
     base = cluster.urls[0]!;
@@ -90,6 +95,23 @@ describe("peer APIs (Cohere, TEI) on a real cluster: same values as Shoal's own 
       res.body.embeddings.int8[0].some((v: number) => v < 0),
       "signed bytes come back negative",
     );
+  });
+
+  test("input types: Cohere's and OpenAI's input_type and TEI's prompt_name put the model's prompt in front, as Embed does", async () => {
+    const text = TEXTS[1]!;
+    const [cohereQ, openaiQ, teiDoc, literalQ, literalDoc, plain] = await Promise.all([
+      post("/v2/embed", { model: EMBED, texts: [text], input_type: "search_query" }),
+      post("/v1/embeddings", { model: EMBED, input: text, input_type: "search_query", encoding_format: "float" }),
+      post("/embed", { inputs: text, prompt_name: "passage" }),
+      shoal.embed({ model: EMBED, inputs: [`query: ${text}`] }),
+      shoal.embed({ model: EMBED, inputs: [`passage: ${text}`] }),
+      shoal.embed({ model: EMBED, inputs: [text] }),
+    ]);
+    const v = (r: typeof plain): number[] => r.embeddings[0]!.values;
+    assert.ok(maxAbsDiff(cohereQ.body.embeddings.float[0], v(literalQ)) < 1e-6);
+    assert.ok(maxAbsDiff(openaiQ.body.data[0].embedding, v(literalQ)) < 1e-6);
+    assert.ok(maxAbsDiff(teiDoc.body[0], v(literalDoc)) < 1e-6);
+    assert.ok(maxAbsDiff(v(literalQ), v(plain)) > 1e-3, "the prompt changes the vector");
   });
 
   test("Cohere /v1/embed: no embedding_types gives embeddings_floats; with them embeddings_by_type", async () => {

@@ -1,35 +1,25 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { cp, mkdtemp, readFile, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { EmbeddingType, InputType } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { type EmbedResponse, InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
-import { ensureModel, ensurePythonEnv } from "@shoal/models";
+import { ensurePythonEnv } from "@shoal/models";
 import OpenAI from "openai";
 import { startCluster, type TestCluster } from "./harness/cluster.ts";
 import { maxAbsDiff } from "./harness/clients.ts";
 import { REPO_ROOT } from "./harness/service-process.ts";
+import { E5_PROMPTS, tinyVariant } from "./harness/tiny-variant.ts";
 
 const EMBED = "shoal-tiny-embed";
 const RERANK = "shoal-tiny-rerank";
-/** The tiny encoder declared Matryoshka-trained, so that `dimensions` has a model to cut. */
-const MRL = "shoal-tiny-mrl";
+/** The tiny encoder with E5's prompts, declared Matryoshka-trained: input types and `dimensions` change its vectors. */
+const PROMPTED = "shoal-tiny-prompted";
 const KEY = "sk-sdks-0a1b2c3d4e5f6789";
 const TEXTS = ["The harbour was full of small fishing boats.", "A shoal of silver fish turned at once.", "Quarterly revenue grew by twelve percent."];
 const QUERY = "how do fish swim together";
-
-async function matryoshkaTiny(): Promise<string> {
-  const dir = join(await mkdtemp(join(tmpdir(), "shoal-mrl-")), "mrl");
-  await cp(await ensureModel("tiny"), dir, { recursive: true });
-  const path = join(dir, "shoal-model.json");
-  const manifest = JSON.parse(await readFile(path, "utf8")) as Record<string, unknown>;
-  await writeFile(path, JSON.stringify({ ...manifest, id: MRL, matryoshka: true }, null, 2));
-  return dir;
-}
 
 interface SdkError {
   readonly status: number | null;
@@ -85,7 +75,7 @@ describe("other APIs' real SDKs (cohere, openai, langchain, huggingface_hub) aga
     // A venv cached outside the clone, keyed by the pinned requirements (first run: wheels from PyPI).
     const [{ python }, mrl] = await Promise.all([
       ensurePythonEnv("peer-sdks", resolve(REPO_ROOT, "e2e/python/peer-requirements.txt"), { log: (line) => process.stderr.write(`${line}\n`) }),
-      matryoshkaTiny(),
+      tinyVariant(PROMPTED, { matryoshka: true, prompts: E5_PROMPTS }),
     ]);
     cluster = await startCluster({ presets: ["tiny", "tiny-rerank"], modelDirs: [mrl], gatewayEnv: { SHOAL_API_KEYS: `sdks=${KEY}` } });
     const transport = createConnectTransport({
@@ -99,7 +89,7 @@ describe("other APIs' real SDKs (cohere, openai, langchain, huggingface_hub) aga
       ],
     });
     shoal = createClient(InferenceService, transport);
-    sdk = await runSdks(python, { base: cluster.urls[0], key: KEY, embed: EMBED, rerank: RERANK, mrl: MRL, texts: TEXTS, query: QUERY });
+    sdk = await runSdks(python, { base: cluster.urls[0], key: KEY, embed: EMBED, rerank: RERANK, prompted: PROMPTED, texts: TEXTS, query: QUERY });
   });
   after(async () => {
     await cluster?.stop();
@@ -108,9 +98,11 @@ describe("other APIs' real SDKs (cohere, openai, langchain, huggingface_hub) aga
   test("cohere ClientV2.embed: search_document float, int8, uint8, binary, ubinary equal Embed's; search_query too", async () => {
     const types = [EmbeddingType.FLOAT, EmbeddingType.INT8, EmbeddingType.UINT8, EmbeddingType.BINARY, EmbeddingType.UBINARY];
     const [ref, refQuery] = await Promise.all([
-      shoal.embed({ model: EMBED, inputs: TEXTS, options: { inputType: InputType.SEARCH_DOCUMENT, embeddingTypes: types } }),
-      shoal.embed({ model: EMBED, inputs: [QUERY], options: { inputType: InputType.SEARCH_QUERY } }),
+      shoal.embed({ model: PROMPTED, inputs: TEXTS, options: { inputType: InputType.SEARCH_DOCUMENT, embeddingTypes: types } }),
+      shoal.embed({ model: PROMPTED, inputs: [QUERY], options: { inputType: InputType.SEARCH_QUERY } }),
     ]);
+    const plain = await shoal.embed({ model: PROMPTED, inputs: [QUERY] });
+    assert.ok(maxAbsDiff(sdk.cohere_v2_embed_query[0]!, plain.embeddings[0]!.values) > 1e-3, "the query prompt changed the vector");
     const got = sdk.cohere_v2_embed;
     assertVectors(got.float, floats(ref), "float");
     assert.deepEqual(
@@ -135,7 +127,7 @@ describe("other APIs' real SDKs (cohere, openai, langchain, huggingface_hub) aga
   });
 
   test("cohere Client (v1).embed: classification input type, embeddings_floats", async () => {
-    const ref = await shoal.embed({ model: EMBED, inputs: TEXTS, options: { inputType: InputType.CLASSIFICATION } });
+    const ref = await shoal.embed({ model: PROMPTED, inputs: TEXTS, options: { inputType: InputType.CLASSIFICATION } });
     assert.equal(sdk.cohere_v1_embed.response_type, "embeddings_floats");
     assertVectors(sdk.cohere_v1_embed.float, floats(ref), "v1 float");
   });
@@ -164,7 +156,7 @@ describe("other APIs' real SDKs (cohere, openai, langchain, huggingface_hub) aga
   test("openai (Python): float and the default base64 equal Embed; dimensions=16 on a Matryoshka model; 400 otherwise", async () => {
     const [ref, cut] = await Promise.all([
       shoal.embed({ model: EMBED, inputs: TEXTS }),
-      shoal.embed({ model: MRL, inputs: [TEXTS[0]!], options: { dimensions: 16 } }),
+      shoal.embed({ model: PROMPTED, inputs: [TEXTS[0]!], options: { dimensions: 16 } }),
     ]);
     assertVectors(sdk.openai_float, floats(ref), "float");
     assertVectors(sdk.openai_default, floats(ref), "base64");
@@ -176,8 +168,8 @@ describe("other APIs' real SDKs (cohere, openai, langchain, huggingface_hub) aga
   test("openai (npm): dimensions on the Matryoshka model, base64 decoded by the SDK", async () => {
     const openai = new OpenAI({ baseURL: `${cluster.urls[0]}/v1`, apiKey: KEY, maxRetries: 0 });
     const [res, ref] = await Promise.all([
-      openai.embeddings.create({ model: MRL, input: TEXTS, dimensions: 16 }),
-      shoal.embed({ model: MRL, inputs: TEXTS, options: { dimensions: 16 } }),
+      openai.embeddings.create({ model: PROMPTED, input: TEXTS, dimensions: 16 }),
+      shoal.embed({ model: PROMPTED, inputs: TEXTS, options: { dimensions: 16 } }),
     ]);
     assertVectors(
       res.data.map((d) => d.embedding),

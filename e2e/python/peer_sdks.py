@@ -1,6 +1,6 @@
 """Calls Shoal through other APIs' own Python SDKs (Cohere, OpenAI, LangChain, Hugging Face).
 
-Reads {base, key, embed, rerank, mrl, texts, query} as JSON on stdin and prints what each SDK
+Reads {base, key, embed, rerank, prompted, texts, query} as JSON on stdin and prints what each SDK
 returned as JSON; e2e/peer-sdks.test.ts compares it with Shoal's own Embed and Rerank answers.
 """
 
@@ -16,7 +16,7 @@ from langchain_openai import OpenAIEmbeddings
 
 args = json.load(sys.stdin)
 base, key, texts, query = args["base"], args["key"], args["texts"], args["query"]
-EMBED, RERANK, MRL = args["embed"], args["rerank"], args["mrl"]
+EMBED, RERANK, PROMPTED = args["embed"], args["rerank"], args["prompted"]
 out = {}
 
 
@@ -31,7 +31,7 @@ def error_of(call):
 
 # Cohere v2 and v1 clients.
 co2 = cohere.ClientV2(api_key=key, base_url=base)
-e2 = co2.embed(model=EMBED, texts=texts, input_type="search_document", embedding_types=["float", "int8", "uint8", "binary", "ubinary"])
+e2 = co2.embed(model=PROMPTED, texts=texts, input_type="search_document", embedding_types=["float", "int8", "uint8", "binary", "ubinary"])
 out["cohere_v2_embed"] = {
     "float": e2.embeddings.float_,
     "int8": e2.embeddings.int8,
@@ -41,11 +41,11 @@ out["cohere_v2_embed"] = {
     "texts": e2.texts,
     "input_tokens": e2.meta.billed_units.input_tokens,
 }
-out["cohere_v2_embed_query"] = co2.embed(model=EMBED, texts=[query], input_type="search_query", embedding_types=["float"]).embeddings.float_
+out["cohere_v2_embed_query"] = co2.embed(model=PROMPTED, texts=[query], input_type="search_query", embedding_types=["float"]).embeddings.float_
 r2 = co2.rerank(model=RERANK, query=query, documents=texts, top_n=2)
 out["cohere_v2_rerank"] = [{"index": r.index, "score": r.relevance_score} for r in r2.results]
 co1 = cohere.Client(api_key=key, base_url=base)
-e1 = co1.embed(texts=texts, model=EMBED, input_type="classification")
+e1 = co1.embed(texts=texts, model=PROMPTED, input_type="classification")
 out["cohere_v1_embed"] = {"response_type": e1.response_type, "float": e1.embeddings}
 r1 = co1.rerank(model=RERANK, query=query, documents=texts, return_documents=True)
 out["cohere_v1_rerank"] = [{"index": r.index, "score": r.relevance_score, "text": r.document.text} for r in r1.results]
@@ -61,7 +61,7 @@ out["cohere_errors"] = {
 oa = openai.OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0)
 out["openai_float"] = [d.embedding for d in oa.embeddings.create(model=EMBED, input=texts, encoding_format="float").data]
 out["openai_default"] = [d.embedding for d in oa.embeddings.create(model=EMBED, input=texts).data]
-out["openai_mrl_16"] = oa.embeddings.create(model=MRL, input=texts[0], dimensions=16, encoding_format="float").data[0].embedding
+out["openai_mrl_16"] = oa.embeddings.create(model=PROMPTED, input=texts[0], dimensions=16, encoding_format="float").data[0].embedding
 out["openai_errors"] = {"dimensions_not_matryoshka": error_of(lambda: oa.embeddings.create(model=EMBED, input="x", dimensions=3))}
 
 # LangChain.
