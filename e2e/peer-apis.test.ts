@@ -184,10 +184,10 @@ describe("peer APIs (Cohere, TEI) on a real cluster: same values as Shoal's own 
     assert.ok(maxAbsDiff(res.body.embeddings.float[0], ref.embeddings[0]!.values) < 1e-6);
   });
 
-  test("TEI /embed and POST /: [[floats]] equal Embed; normalize false and prompt_name map to Embed's options", async () => {
+  test("TEI /embed: [[floats]] equal Embed; normalize false and prompt_name map to Embed's options", async () => {
     const [one, root, raw, query, ref, refRaw, refQuery] = await Promise.all([
       post("/embed", { inputs: TEXTS[0] }),
-      post("/", { inputs: TEXTS }),
+      post("/embed", { inputs: TEXTS }),
       post("/embed", { inputs: TEXTS, normalize: false }),
       post("/embed", { inputs: [TEXTS[1]], prompt_name: "query" }),
       shoal.embed({ model: EMBED, inputs: TEXTS }),

@@ -235,7 +235,7 @@ export function createCohereRoutes(deps: CohereDeps): (req: Req, res: Res) => vo
         parsed = p;
         const model = modelFor(p.model, deps, "rerank");
         checkTokenCap(p.maxTokensPerDoc, "max_tokens_per_doc", deps.models.get(model));
-        // Cohere cuts long documents by default; Shoal's truncate cuts the document side of the pair.
+        // Cohere cuts long documents by default; Shoal's truncate cuts the pair longest_first, from the end.
         Object.assign(message, create(RerankRequestSchema, { model, query: p.query, documents: p.documents, topK: p.topN, truncate: true }));
         return deps.rerank(message, ctx);
       },

@@ -107,7 +107,7 @@ export interface RouteCall<I extends DescMessage, O extends DescMessage> {
   readonly method: DescMethodUnary<I, O>;
   /** The handler context's protocol name: the dialect (`openai`, `cohere`, `tei`). */
   readonly protocol: string;
-  /** The route template (`POST /v2/embed` spans and `http.route`). */
+  /** The route template (`/v2/embed`: the span `POST /v2/embed`, `http.route`). */
   readonly route: string;
   /** `method` label of the request metrics (`Cohere.Embed`). */
   readonly metricsMethod: string;
@@ -137,7 +137,7 @@ export async function invokeRoute<I extends DescMessage, O extends DescMessage>(
   res.once("close", () => {
     if (!res.writableFinished) aborted.abort(new ConnectError("client went away", Code.Canceled));
   });
-  const route: HttpRoute = httpRoute(req, call.route.replace(/^[A-Z]+ /, ""), call.metricsMethod, (err) =>
+  const route: HttpRoute = httpRoute(req, call.route, call.metricsMethod, (err) =>
     aborted.signal.aborted ? undefined : err === undefined ? 200 : call.statusOf(err),
   );
   const ctx = createHandlerContext({

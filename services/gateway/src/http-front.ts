@@ -15,7 +15,7 @@ export interface HttpFrontRoutes {
   readonly openai: Handler;
   /** Cohere's `/v1/embed`, `/v2/embed`, `/v1/rerank`, `/v2/rerank`; none: not served. */
   readonly cohere?: Handler;
-  /** TEI's `/embed`, `/rerank`, `/tokenize`, `/info`, `/health` and `POST /`; none: not served. */
+  /** TEI's `/embed`, `/rerank`, `/tokenize`, `/info`, `/health`; none: not served. */
   readonly tei?: Handler;
   /** `/console/...`. */
   readonly console: Handler;
@@ -67,8 +67,7 @@ export function createHttpFront(routes: HttpFrontRoutes): Handler {
     const pathname = (req.url ?? "/").split("?", 1)[0] ?? "/";
     if (pathname === OPENAI_EMBEDDINGS_PATH) routes.openai(req, res);
     else if (routes.cohere !== undefined && COHERE_PATHS.has(pathname)) routes.cohere(req, res);
-    // `GET /` stays with the fallback; TEI serves its model's task on `POST /`.
-    else if (routes.tei !== undefined && TEI_PATHS.has(pathname) && (pathname !== "/" || req.method === "POST")) routes.tei(req, res);
+    else if (routes.tei !== undefined && TEI_PATHS.has(pathname)) routes.tei(req, res);
     else if (isConsolePath(pathname)) routes.console(req, res);
     else if (GRPC_JSON.test(req.headers["content-type"] ?? "")) {
       // Connect-ES 2.1 hangs a gRPC call whose error message holds a lone surrogate (its

@@ -22,7 +22,7 @@ test("/embed: a lone string or a list; normalize defaults to true; truncate fals
   assert.throws(() => parseTeiEmbed({ inputs: [1] }), /inputs/);
 });
 
-test("/rerank: Left truncation is refused (Shoal cuts the document's end)", () => {
+test("/rerank: Left truncation is refused (Shoal's Rerank cuts from the end, longest_first)", () => {
   assert.deepEqual(parseTeiRerank({ query: "q", texts: ["a"], raw_scores: true }), {
     query: "q",
     texts: ["a"],

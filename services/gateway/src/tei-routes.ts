@@ -9,13 +9,13 @@ import type { Req, Res } from "./http-types.ts";
 import { objectBody, optionalBool, optionalInt, optionalString, requiredString, stringList } from "./route-fields.ts";
 
 /**
- * Text Embeddings Inference (TEI) compatible routes: `POST /embed` (and `POST /`, where TEI
- * serves its model's task), `POST /rerank`, `POST /tokenize`, `GET /info`, `GET /health`. TEI
+ * Text Embeddings Inference (TEI) compatible routes: `POST /embed`, `POST /rerank`, `POST /tokenize`, `GET /info`, `GET /health`. TEI
  * serves one model per server, so these routes serve one embedding model and one rerank model,
  * chosen by SHOAL_TEI_EMBED_MODEL / SHOAL_TEI_RERANK_MODEL (default: the catalog's first pinned
- * model of the task, else its first).
+ * model of the task, else its first). TEI's `POST /` (its model's task) is not served: the root
+ * stays with the Connect fallback, whose clients expect its answers there.
  */
-export const TEI_PATHS: ReadonlySet<string> = new Set(["/", "/embed", "/rerank", "/tokenize", "/info", "/health"]);
+export const TEI_PATHS: ReadonlySet<string> = new Set(["/embed", "/rerank", "/tokenize", "/info", "/health"]);
 
 export interface TeiDeps {
   readonly embed: ServiceImpl<typeof InferenceService>["embed"];
@@ -87,7 +87,7 @@ export interface TeiRerank {
 export function parseTeiRerank(body: unknown): TeiRerank {
   const b = objectBody(body);
   const truncation = truncationOf(b);
-  // Shoal's Rerank cuts the end of the document; TEI's Left would cut the query's side.
+  // Shoal's Rerank cuts pairs from the end (longest_first); it has no Left.
   if (truncation === Truncation.START)
     throw new RouteRequestError("truncation_direction: only Right is supported for rerank", "invalid", "truncation_direction");
   return {
