@@ -10,8 +10,9 @@ import { type Scrape, scrape, total } from "./harness/prometheus.ts";
 import { E5_PROMPTS, tinyVariant } from "./harness/tiny-variant.ts";
 
 /**
- * The tiny generated encoder with E5's prompts (so that input types change the vector) and the
- * tiny cross-encoder; random weights: the mapping is what is tested.
+ * The tiny generated encoder with E5's prompts (so that input types change the vector), declared
+ * Matryoshka-trained (so that dimensions can be cut), and the tiny cross-encoder; random weights:
+ * the mapping is what is tested.
  */
 const EMBED = "shoal-tiny-prompted";
 const RERANK = "shoal-tiny-rerank";
@@ -35,7 +36,7 @@ describe("peer APIs (Cohere, TEI) on a real cluster: same values as Shoal's own 
   before(async () => {
     cluster = await startCluster({
       presets: ["tiny-rerank"],
-      modelDirs: [await tinyVariant(EMBED, { prompts: E5_PROMPTS })],
+      modelDirs: [await tinyVariant(EMBED, { prompts: E5_PROMPTS, matryoshka: true })],
       gatewayEnv: { SHOAL_MAX_REQUEST_BYTES: String(MAX_REQUEST_BYTES), SHOAL_API_KEYS: `peer=${KEY}` },
     });
     base = cluster.urls[0]!;
@@ -112,6 +113,26 @@ describe("peer APIs (Cohere, TEI) on a real cluster: same values as Shoal's own 
     assert.ok(maxAbsDiff(openaiQ.body.data[0].embedding, v(literalQ)) < 1e-6);
     assert.ok(maxAbsDiff(teiDoc.body[0], v(literalDoc)) < 1e-6);
     assert.ok(maxAbsDiff(v(literalQ), v(plain)) > 1e-3, "the prompt changes the vector");
+  });
+
+  test("dimensions: Cohere's output_dimension and TEI's dimensions cut and renormalise as Embed does; out of range is refused", async () => {
+    const [cohere, tei, ref, cohereBad, teiBad] = await Promise.all([
+      post("/v2/embed", { model: EMBED, texts: TEXTS, output_dimension: 16, embedding_types: ["float", "int8"] }),
+      post("/embed", { inputs: TEXTS, dimensions: 16 }),
+      shoal.embed({ model: EMBED, inputs: TEXTS, options: { dimensions: 16, embeddingTypes: [EmbeddingType.FLOAT, EmbeddingType.INT8] } }),
+      post("/v2/embed", { model: EMBED, texts: TEXTS, output_dimension: 1_000 }),
+      post("/embed", { inputs: TEXTS, dimensions: 1_000 }),
+    ]);
+    for (const [i, e] of ref.embeddings.entries()) {
+      assert.equal(cohere.body.embeddings.float[i].length, 16);
+      assert.ok(maxAbsDiff(cohere.body.embeddings.float[i], e.values) < 1e-6);
+      assert.deepEqual(cohere.body.embeddings.int8[i], Array.from(new Int8Array(e.int8.buffer, e.int8.byteOffset, e.int8.byteLength)));
+      assert.ok(maxAbsDiff(tei.body[i], e.values) < 1e-6);
+    }
+    assert.equal(cohereBad.status, 400);
+    assert.match(cohereBad.body.message, /^output_dimension: 1000 is out of range/);
+    assert.deepEqual([teiBad.status, teiBad.body.error_type], [422, "Validation"]);
+    assert.match(teiBad.body.error, /^dimensions: 1000 is out of range/);
   });
 
   test("Cohere /v1/embed: no embedding_types gives embeddings_floats; with them embeddings_by_type", async () => {

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { EmbeddingType, InputType, Truncation } from "@shoal/gen/shoal/v1/common_pb.ts";
-import { cohereStatus, parseCohereEmbed, parseCohereRerank } from "./cohere-routes.ts";
+import { cohereMessage, cohereStatus, parseCohereEmbed, parseCohereRerank } from "./cohere-routes.ts";
 import { RouteRequestError } from "./http-call.ts";
 
 function refusal(fn: () => unknown): RouteRequestError {
@@ -68,4 +68,10 @@ test("statuses: shape 422, JSON 400, Shoal validation 400, 401, 404, 429, 503, s
   assert.equal(cohereStatus(new ConnectError("x", Code.ResourceExhausted)), 429);
   assert.equal(cohereStatus(new ConnectError("x", Code.Unavailable)), 503);
   assert.equal(cohereStatus(new ConnectError("x", Code.Internal)), 500);
+});
+
+test("messages name Cohere's fields, not EmbedRequest's", () => {
+  assert.equal(cohereMessage("inputs[2]: empty text"), "texts[2]: empty text");
+  assert.equal(cohereMessage("options.dimensions: 1000 is out of range"), "output_dimension: 1000 is out of range");
+  assert.equal(cohereMessage("documents[0]: empty text"), "documents[0]: empty text");
 });

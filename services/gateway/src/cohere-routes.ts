@@ -161,6 +161,14 @@ export function cohereStatus(err: ConnectError): number {
   return codeStatus[err.code] ?? 500;
 }
 
+/** Shoal's validation names EmbedRequest's fields; say Cohere's names instead. */
+export function cohereMessage(message: string): string {
+  return message
+    .replace(/^inputs\b/, "texts")
+    .replace(/^options\.dimensions\b/, "output_dimension")
+    .replace(/^options\.truncation\b/, "truncate");
+}
+
 /** A pick of a default model when a v1 request names none (Cohere v1 made `model` optional). */
 function modelFor(id: string, deps: CohereDeps, task: "embed" | "rerank"): string {
   if (id !== "") return id;
@@ -263,7 +271,7 @@ export function createCohereRoutes(deps: CohereDeps): (req: Req, res: Res) => vo
         sendJson(req, res, 500, { message: "internal error" });
         return;
       }
-      sendJson(req, res, cohereStatus(e), { message: e.rawMessage }, hintHeaders(e));
+      sendJson(req, res, cohereStatus(e), { message: cohereMessage(e.rawMessage) }, hintHeaders(e));
     });
   };
 }

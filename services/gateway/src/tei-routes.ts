@@ -307,7 +307,8 @@ export function createTeiRoutes(deps: TeiDeps): (req: Req, res: Res) => void {
         return;
       }
       const { status, type } = teiErrorFrom(e);
-      sendJson(req, res, status, { error: e.rawMessage, error_type: type }, hintHeaders(e));
+      // Shoal's validation names EmbedRequest's options; TEI's fields have the bare names.
+      sendJson(req, res, status, { error: e.rawMessage.replace(/^options\./, ""), error_type: type }, hintHeaders(e));
     });
   };
 }
