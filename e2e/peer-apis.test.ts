@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import http2 from "node:http2";
 import { after, before, describe, test } from "node:test";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -22,6 +23,7 @@ const QUERY = "how do fish swim together";
 const MAX_REQUEST_BYTES = 64 * 1024;
 /** Far past the tiny models' max sequence length, within the per-input character limit. */
 const LONG = "fish ".repeat(2_000);
+const ORIGIN = "https://app.example";
 
 interface Answer {
   readonly status: number;
@@ -37,7 +39,7 @@ describe("peer APIs (Cohere, TEI) on a real cluster: same values as Shoal's own 
     cluster = await startCluster({
       presets: ["tiny-rerank"],
       modelDirs: [await tinyVariant(EMBED, { prompts: E5_PROMPTS, matryoshka: true })],
-      gatewayEnv: { SHOAL_MAX_REQUEST_BYTES: String(MAX_REQUEST_BYTES), SHOAL_API_KEYS: `peer=${KEY}` },
+      gatewayEnv: { SHOAL_MAX_REQUEST_BYTES: String(MAX_REQUEST_BYTES), SHOAL_API_KEYS: `peer=${KEY}`, SHOAL_CORS_ORIGINS: ORIGIN },
     });
     base = cluster.urls[0]!;
     const transport = createConnectTransport({
@@ -306,5 +308,43 @@ describe("peer APIs (Cohere, TEI) on a real cluster: same values as Shoal's own 
     assert.equal(delta(after, { method: "Cohere.EmbedV2", code: "NotFound" }), 1);
     assert.equal(delta(after, { method: "Cohere.RerankV2", model: RERANK, code: "ok" }), 1);
     assert.equal(delta(after, { method: "TEI.Embed", model: EMBED, code: "ok" }), 1);
+  });
+
+  test("HTTP/2 (h2c) calls and browser preflights reach the routes as they reach the RPCs", async () => {
+    const session = http2.connect(base);
+    try {
+      const answer = await new Promise<{ status: number; body: string }>((ok, fail) => {
+        const stream = session.request({
+          ":method": "POST",
+          ":path": "/v2/rerank",
+          "content-type": "application/json",
+          authorization: `Bearer ${KEY}`,
+        });
+        let status = 0;
+        let body = "";
+        stream.on("response", (h) => (status = Number(h[":status"])));
+        stream.on("data", (d: Buffer) => (body += d.toString()));
+        stream.once("end", () => ok({ status, body }));
+        stream.once("error", fail);
+        stream.end(JSON.stringify({ model: RERANK, query: QUERY, documents: TEXTS }));
+      });
+      const ref = await shoal.rerank({ model: RERANK, query: QUERY, documents: TEXTS });
+      assert.equal(answer.status, 200);
+      assert.deepEqual(
+        (JSON.parse(answer.body) as { results: { index: number }[] }).results.map((r) => r.index),
+        ref.results.map((r) => r.index),
+      );
+    } finally {
+      session.close();
+    }
+    for (const path of ["/v2/embed", "/embed"]) {
+      const pre = await fetch(`${base}${path}`, {
+        method: "OPTIONS",
+        headers: { origin: ORIGIN, "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type" },
+      });
+      assert.ok(pre.status === 204 || pre.status === 200, `${path} preflight ${pre.status}`);
+      assert.equal(pre.headers.get("access-control-allow-origin"), ORIGIN);
+      assert.match(pre.headers.get("access-control-allow-headers") ?? "", /authorization/i);
+    }
   });
 });
