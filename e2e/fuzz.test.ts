@@ -317,6 +317,12 @@ const OTHER_PATHS = [
   "/healthz",
   "/readyz",
   "/v1/embeddings",
+  "/v2/embed",
+  "/v1/rerank",
+  "/embed",
+  "/rerank",
+  "/tokenize",
+  "/info",
   "/console/",
   "/console/%2e%2e/%2e%2e/etc/passwd",
   "/console/..%2f..%2f..%2fpackage.json",
@@ -453,6 +459,16 @@ async function httpCase(
   return described(judgeHttp(kind, path, res, resBody));
 }
 
+/** The Cohere and TEI routes: each answers an error in its own dialect's shape. */
+const PEER_BODIES: Record<string, { name: string; errorShape: (b: Record<string, unknown>) => boolean }> = {
+  "/v2/embed": { name: "cohere", errorShape: (b) => typeof b["message"] === "string" },
+  "/v1/rerank": { name: "cohere", errorShape: (b) => typeof b["message"] === "string" },
+  "/embed": { name: "tei", errorShape: (b) => typeof b["error"] === "string" && typeof b["error_type"] === "string" },
+  "/rerank": { name: "tei", errorShape: (b) => typeof b["error"] === "string" && typeof b["error_type"] === "string" },
+  "/tokenize": { name: "tei", errorShape: (b) => typeof b["error"] === "string" && typeof b["error_type"] === "string" },
+  "/info": { name: "tei", errorShape: (b) => typeof b["error"] === "string" && typeof b["error_type"] === "string" },
+};
+
 function judgeHttp(kind: "connect-json" | "connect-proto" | "grpc-web", path: string, res: Response, resBody: Buffer): { label: string; failure?: string } {
   const contentType = res.headers.get("content-type") ?? "";
   if (path === "/v1/embeddings") {
@@ -460,6 +476,17 @@ function judgeHttp(kind: "connect-json" | "connect-proto" | "grpc-web", path: st
     const e = (JSON.parse(resBody.toString() || "{}") as { error?: { type?: string } }).error;
     if (e?.type === undefined) return { label: `openai ${res.status}`, failure: `OpenAI endpoint HTTP ${res.status} without an error body` };
     return res.status >= 500 ? { label: `openai ${res.status}`, failure: `OpenAI endpoint HTTP ${res.status}` } : { label: `openai ${res.status}` };
+  }
+  const peer = PEER_BODIES[path];
+  if (peer !== undefined) {
+    const label = `${peer.name} ${res.status}`;
+    if (res.status === 200) return { label };
+    let body: Record<string, unknown> = {};
+    try {
+      body = JSON.parse(resBody.toString() || "{}") as Record<string, unknown>;
+    } catch {}
+    if (!peer.errorShape(body)) return { label, failure: `${peer.name} HTTP ${res.status} without its error body` };
+    return res.status >= 500 ? { label, failure: `${peer.name} HTTP ${res.status}` } : { label };
   }
   if (resBody.includes("root:x:0:0") || resBody.includes('"workspaces"')) return { label: "traversal", failure: `${path} served a file outside the console` };
   if (kind === "grpc-web" && contentType.startsWith("application/grpc-web")) return grpcWebStatus(res.status, res.headers, resBody);

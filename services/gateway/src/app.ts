@@ -43,6 +43,9 @@ import { createConsoleStatic } from "./console-static.ts";
 import { createCors } from "./cors.ts";
 import { createHttpFront } from "./http-front.ts";
 import { createOpenAiEmbeddings } from "./openai-embeddings.ts";
+import { createCohereRoutes } from "./cohere-routes.ts";
+import { createTeiRoutes } from "./tei-routes.ts";
+import { defaultModel } from "./route-fields.ts";
 import { registerReflection } from "./reflection-service.ts";
 import { createRoutedDispatch, type RoutedDispatch } from "./dispatch/routed-dispatch.ts";
 
@@ -247,6 +250,27 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
         interceptors,
         models: catalog.models,
         maxRequestBytes: config.maxRequestBytes,
+        logger,
+      }),
+      cohere: createCohereRoutes({
+        embed: (req, ctx) => inference.embed(req, ctx),
+        rerank: (req, ctx) => inference.rerank(req, ctx),
+        interceptors,
+        models: catalog.models,
+        maxRequestBytes: config.maxRequestBytes,
+        logger,
+      }),
+      tei: createTeiRoutes({
+        embed: (req, ctx) => inference.embed(req, ctx),
+        rerank: (req, ctx) => inference.rerank(req, ctx),
+        tokenize: (req, ctx) => inference.tokenize(req, ctx),
+        interceptors,
+        embedModel: defaultModel(catalog.models, "embed", config.tei.embedModel),
+        rerankModel: defaultModel(catalog.models, "rerank", config.tei.rerankModel),
+        maxRequestBytes: config.maxRequestBytes,
+        maxInputsPerRequest: config.maxInputsPerRequest,
+        isReady: () => health.get("") === Serving.SERVING,
+        version: "shoal",
         logger,
       }),
       console: createConsoleStatic(config.consoleDir),

@@ -48,6 +48,8 @@ export interface GatewayConfig {
   readonly dispatch: DispatchConfig;
   /** SHOAL_INSECURE_PUBLIC=1: serve off loopback without API keys and/or TLS (logged loudly at start). */
   readonly insecurePublic: boolean;
+  /** SHOAL_TEI_EMBED_MODEL / SHOAL_TEI_RERANK_MODEL: the models the TEI routes serve (unset: the catalog's first pinned, else first, of the task). */
+  readonly tei: { readonly embedModel: string | undefined; readonly rerankModel: string | undefined };
 }
 
 /** Whether `host` only accepts connections from this machine. */
@@ -121,6 +123,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     apiKeys,
     tls,
     dispatch: readDispatchConfig(r),
+    tei: { embedModel: r.optionalString("SHOAL_TEI_EMBED_MODEL"), rerankModel: r.optionalString("SHOAL_TEI_RERANK_MODEL") },
   });
 }
 

@@ -1,7 +1,9 @@
 import http2 from "node:http2";
 import { isConsolePath } from "./console-static.ts";
 import type { Cors } from "./cors.ts";
+import { COHERE_PATHS } from "./cohere-routes.ts";
 import { OPENAI_EMBEDDINGS_PATH } from "./openai-embeddings.ts";
+import { TEI_PATHS } from "./tei-routes.ts";
 import { clampTimeoutHeaders } from "./timeout-headers.ts";
 import { type Req, type Res, writeHead } from "./http-types.ts";
 
@@ -11,6 +13,10 @@ export interface HttpFrontRoutes {
   readonly cors: Cors;
   /** `POST /v1/embeddings`. */
   readonly openai: Handler;
+  /** Cohere's `/v1/embed`, `/v2/embed`, `/v1/rerank`, `/v2/rerank`; none: not served. */
+  readonly cohere?: Handler;
+  /** TEI's `/embed`, `/rerank`, `/tokenize`, `/info`, `/health`; none: not served. */
+  readonly tei?: Handler;
   /** `/console/...`. */
   readonly console: Handler;
   /** Everything else: the Connect adapter (RPCs, then its own fallback for /healthz etc.). */
@@ -60,6 +66,8 @@ export function createHttpFront(routes: HttpFrontRoutes): Handler {
     if (routes.cors.handle(req, res)) return;
     const pathname = (req.url ?? "/").split("?", 1)[0] ?? "/";
     if (pathname === OPENAI_EMBEDDINGS_PATH) routes.openai(req, res);
+    else if (routes.cohere !== undefined && COHERE_PATHS.has(pathname)) routes.cohere(req, res);
+    else if (routes.tei !== undefined && TEI_PATHS.has(pathname)) routes.tei(req, res);
     else if (isConsolePath(pathname)) routes.console(req, res);
     else if (GRPC_JSON.test(req.headers["content-type"] ?? "")) {
       // Connect-ES 2.1 hangs a gRPC call whose error message holds a lone surrogate (its

@@ -1,14 +1,12 @@
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextValues, createHandlerContext, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
-import { invokeUnaryImplementation } from "@connectrpc/connect/protocol";
+import { Code, ConnectError, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
 import type { CatalogModel, Logger } from "@shoal/common";
-import { EmbedRequestSchema, EmbedResponseSchema, InferenceService, VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { EmbedRequestSchema, InferenceService, VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { InputType } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { checkDimensions, INPUT_TYPE_NAMES } from "./embed-options.ts";
 import { InvalidRequestError, toConnectError } from "./errors.ts";
-import { httpRoute, httpRouteKey } from "./http-route.ts";
-import { callerKey, connectionOf } from "./auth.ts";
-import { type Req, type Res, writeHead } from "./http-types.ts";
+import { float32LeToNumbers, hintHeaders, invokeRoute, readJsonRequest, type RefusalKind, RouteRequestError, sendJson } from "./http-call.ts";
+import type { Req, Res } from "./http-types.ts";
 
 /** The path OpenAI SDKs call for embeddings, with `baseURL` = `<gateway>/v1`. */
 export const OPENAI_EMBEDDINGS_PATH = "/v1/embeddings";
@@ -68,6 +66,7 @@ function errorType(status: number): string {
 export function openAiErrorFrom(err: ConnectError): OpenAiError {
   // Not `instanceof`: ConnectError's Symbol.hasInstance accepts any ConnectError-shaped value.
   if (Object.prototype.isPrototypeOf.call(OpenAiRequestError.prototype, err)) return (err as OpenAiRequestError).openAi;
+  if (RouteRequestError.is(err)) return refusal[err.kind](err.rawMessage);
   const status = httpStatus[err.code] ?? 500;
   // Shoal's validation names `inputs[i]`; the OpenAI request calls the field `input`.
   const message = err.rawMessage.replace(/^inputs\b/, "input");
@@ -88,6 +87,15 @@ export function openAiErrorFrom(err: ConnectError): OpenAiError {
 function invalid(message: string, param: string | null, code: string | null = "invalid_value", status = 400): OpenAiError {
   return { status, message, type: "invalid_request_error", param, code };
 }
+
+/** Refusals shared with the other dialects' routes (method, media type, size, JSON), in OpenAI's words. */
+const refusal: Record<RefusalKind, (message: string) => OpenAiError> = {
+  method: (m) => invalid(m, null, "method_not_allowed", 405),
+  media_type: (m) => invalid(m, null, "unsupported_media_type", 415),
+  too_large: (m) => invalid(m, null, "request_too_large", 413),
+  malformed: (m) => invalid(m, null),
+  invalid: (m) => invalid(m, null),
+};
 
 /**
  * A request the endpoint refuses before Embed (wrong method, media type, body): a ConnectError
@@ -143,81 +151,13 @@ export function parseEmbeddingsRequest(body: unknown): ParsedRequest {
   return { model: b["model"], inputs, base64: format === "base64", dimensions: dims, inputType };
 }
 
-/** Reads the whole body, refusing it past `limit` bytes. */
-async function readBody(req: Req, limit: number): Promise<Buffer> {
-  // A Connect call over SHOAL_MAX_REQUEST_BYTES is ResourceExhausted too.
-  const tooLarge = (): OpenAiRequestError =>
-    new OpenAiRequestError(invalid(`request body exceeds the limit of ${limit} bytes`, null, "request_too_large", 413), Code.ResourceExhausted);
-  const declared = Number(req.headers["content-length"] ?? "0");
-  if (declared > limit) throw tooLarge();
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) throw tooLarge();
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks);
-}
-
-function sendJson(req: Req, res: Res, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  if (res.headersSent || res.destroyed) return;
-  const json = JSON.stringify(body);
-  const head: Record<string, string> = { "content-type": "application/json", "content-length": String(Buffer.byteLength(json)), ...headers };
-  // An oversized body is not worth receiving: close an HTTP/1.1 connection rather than drain it,
-  // and say so, so that the client does not send its next request on it.
-  const cut = status === 413 && req.httpVersionMajor === 1 && !req.readableEnded;
-  if (cut) head["connection"] = "close";
-  writeHead(res, status, head);
-  res.end(json);
-  if (req.readableEnded) return;
-  if (cut) res.once("finish", () => req.socket.destroy());
-  else req.resume();
-}
-
 function sendError(req: Req, res: Res, e: OpenAiError, headers: Record<string, string> = {}): void {
   sendJson(req, res, e.status, { error: { message: e.message, type: e.type, param: e.param, code: e.code } }, headers);
 }
 
-/** A mapped error in OpenAI's shape, with the metadata clients act on as headers. */
-function sendConnectError(req: Req, res: Res, err: ConnectError): void {
-  // Backpressure hints travel as headers, which OpenAI SDKs already honour when retrying.
-  const headers: Record<string, string> = {};
-  for (const name of ["retry-after", "retry-after-ms", "www-authenticate", "allow"]) {
-    const v = err.metadata.get(name);
-    if (v !== null) headers[name] = v;
-  }
-  sendError(req, res, openAiErrorFrom(err), headers);
-}
-
-/** Request headers as fetch Headers, without HTTP/2 pseudo-headers. */
-function webHeaders(req: Req): Headers {
-  const h = new Headers();
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (name.startsWith(":") || value === undefined) continue;
-    for (const v of Array.isArray(value) ? value : [value]) h.append(name, v);
-  }
-  return h;
-}
-
 /** Checks the HTTP request and parses its body; throws OpenAiRequestError. */
 async function readRequest(req: Req, deps: OpenAiEmbeddingsDeps): Promise<ParsedRequest> {
-  if (req.method !== "POST") throw new OpenAiRequestError(invalid("use POST", null, "method_not_allowed", 405), Code.InvalidArgument, { allow: "POST" });
-  const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase();
-  if (type !== "application/json") {
-    throw new OpenAiRequestError(invalid("content-type must be application/json", null, "unsupported_media_type", 415));
-  }
-  const encoding = req.headers["content-encoding"];
-  if (encoding !== undefined && encoding !== "identity") {
-    throw new OpenAiRequestError(invalid(`content-encoding ${encoding} is not supported`, null, "unsupported_media_type", 415));
-  }
-  const raw = await readBody(req, deps.maxRequestBytes);
-  let body: unknown;
-  try {
-    body = JSON.parse(raw.toString("utf8"));
-  } catch {
-    throw new OpenAiRequestError(invalid("request body is not valid JSON", null));
-  }
+  const body = await readJsonRequest(req, deps.maxRequestBytes);
   const parsed = parseEmbeddingsRequest(body);
   const model = deps.models.get(parsed.model);
   if (model && parsed.dimensions !== undefined) {
@@ -245,65 +185,43 @@ async function readRequest(req: Req, deps: OpenAiEmbeddingsDeps): Promise<Parsed
  */
 export function createOpenAiEmbeddings(deps: OpenAiEmbeddingsDeps): (req: Req, res: Res) => void {
   const log = deps.logger.child({ component: "openai" });
-  const interceptors = [...deps.interceptors];
 
   async function serve(req: Req, res: Res): Promise<void> {
-    const aborted = new AbortController();
-    res.once("close", () => {
-      if (!res.writableFinished) aborted.abort(new ConnectError("client went away", Code.Canceled));
-    });
-    // The span and metrics name the call by its route; its status is the one this route answers with.
-    const route = httpRoute(req, OPENAI_EMBEDDINGS_PATH, OPENAI_EMBEDDINGS_METHOD, (err) =>
-      aborted.signal.aborted ? undefined : err === undefined ? 200 : openAiErrorFrom(err).status,
-    );
-    const ctx = createHandlerContext({
-      service: InferenceService,
-      method: InferenceService.method.embed,
-      protocolName: "openai",
-      requestMethod: req.method ?? "POST",
-      url: req.url ?? OPENAI_EMBEDDINGS_PATH,
-      requestSignal: aborted.signal,
-      requestHeader: webHeaders(req),
-      contextValues: createContextValues().set(httpRouteKey, route).set(callerKey, connectionOf(req.socket)),
-    });
     let base64 = false;
-    const request = create(EmbedRequestSchema);
-    const embed: ServiceImpl<typeof InferenceService>["embed"] = async (message, callCtx) => {
-      const parsed = await readRequest(req, deps);
-      base64 = parsed.base64;
-      // Raw bytes are what the worker produced: no float list to build, and base64 is a copy.
-      Object.assign(
-        message,
-        create(EmbedRequestSchema, {
-          model: parsed.model,
-          inputs: parsed.inputs,
-          options: { encoding: VectorEncoding.FLOAT32_LE, dimensions: parsed.dimensions, inputType: parsed.inputType },
-        }),
-      );
-      return deps.embed(message, callCtx);
-    };
     try {
-      // What Connect's own handler does with a decoded request: the same interceptors, then Embed.
-      const out = create(
-        EmbedResponseSchema,
-        await invokeUnaryImplementation({ kind: "unary", method: InferenceService.method.embed, impl: embed }, ctx, request, interceptors),
-      );
+      const { out, headers } = await invokeRoute(req, res, {
+        method: InferenceService.method.embed,
+        protocol: "openai",
+        route: OPENAI_EMBEDDINGS_PATH,
+        metricsMethod: OPENAI_EMBEDDINGS_METHOD,
+        statusOf: (err) => openAiErrorFrom(err).status,
+        interceptors: deps.interceptors,
+        async impl(message, ctx) {
+          const parsed = await readRequest(req, deps);
+          base64 = parsed.base64;
+          // Raw bytes are what the worker produced: no float list to build, and base64 is a copy.
+          Object.assign(
+            message,
+            create(EmbedRequestSchema, {
+              model: parsed.model,
+              inputs: parsed.inputs,
+              options: { encoding: VectorEncoding.FLOAT32_LE, dimensions: parsed.dimensions, inputType: parsed.inputType },
+            }),
+          );
+          return deps.embed(message, ctx);
+        },
+      });
       const data = out.embeddings.map((e) => ({
         object: "embedding",
         index: e.index,
         embedding: base64 ? Buffer.from(e.float32Le).toString("base64") : float32LeToNumbers(e.float32Le),
       }));
       const usage = { prompt_tokens: out.usage?.promptTokens ?? 0, total_tokens: out.usage?.totalTokens ?? 0 };
-      const headers: Record<string, string> = {};
-      ctx.responseHeader.forEach((v, k) => {
-        headers[k] = v;
-      });
       sendJson(req, res, 200, { object: "list", data, model: out.model, usage }, headers);
     } catch (err) {
-      // Already mapped by the chain's mapErrors; mapped again for a chain without it (tests).
-      sendConnectError(req, res, toConnectError(err));
-    } finally {
-      ctx.abort();
+      // Backpressure hints travel as headers, which OpenAI SDKs already honour when retrying.
+      const e = toConnectError(err);
+      sendError(req, res, openAiErrorFrom(e), hintHeaders(e));
     }
   }
 
@@ -313,12 +231,4 @@ export function createOpenAiEmbeddings(deps: OpenAiEmbeddingsDeps): (req: Req, r
       sendError(req, res, { status: 500, message: "internal error", type: "server_error", param: null, code: "internal" });
     });
   };
-}
-
-/** Little-endian float32 bytes as JS numbers (exactly the float32 values). */
-function float32LeToNumbers(bytes: Uint8Array): number[] {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const out = new Array<number>(bytes.byteLength / 4);
-  for (let i = 0; i < out.length; i++) out[i] = view.getFloat32(i * 4, true);
-  return out;
 }
