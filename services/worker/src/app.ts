@@ -77,6 +77,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     workerId: config.workerId,
     groupId,
     maxInFlight: config.maxInFlightJobs,
+    maxInFlightBytes: config.maxInFlightBytes,
     // A shared queue: take jobs only as fast as they can start; a crashing job stops at the
     // broker's delivery limit (one short, so it is dead-lettered with its reason, not dropped).
     get prefetchTokens() {
@@ -145,7 +146,14 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     await status.start();
     // Routed jobs are this worker's alone: take all of them (the slots), so the pending tokens it
     // publishes count its whole queue; the prefetch budget applies to the shared queue only.
-    intake = createIntake({ kafka, config, pool, metrics, logger, routedRoom: () => Math.max(0, config.maxInFlightJobs - jobs.size) });
+    intake = createIntake({
+      kafka,
+      config,
+      pool,
+      metrics,
+      logger,
+      routedRoom: () => (jobs.heldBytes >= config.maxInFlightBytes ? 0 : Math.max(0, config.maxInFlightJobs - jobs.size)),
+    });
     shareIntake = intake.kind === "share" || intake.kind === "share+routed";
     releaseRedelivers = intake.kind === "share";
     await intake.start(jobs);

@@ -94,6 +94,8 @@ export interface WorkerConfig {
   readonly perCallOverheadTokens: number;
   /** Records pulled but not answered; past this the worker stops fetching. */
   readonly maxInFlightJobs: number;
+  /** `SHOAL_MAX_INFLIGHT_BYTES`: record bytes held at once before fetching pauses. */
+  readonly maxInFlightBytes: number;
   /**
    * `SHOAL_ROUTED_INTAKE=1`: also read this worker's own topics (`shoal.jobs.<pool>.w.<id>.<lane>`),
    * where a gateway with routed dispatch (SHOAL_DISPATCH) sends jobs it picked this worker for.
@@ -189,6 +191,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     maxInputChars: r.int("SHOAL_MAX_INPUT_CHARS", 32_768, { min: 1 }),
     maxRequestBytes: r.int("SHOAL_MAX_REQUEST_BYTES", 8 * 1024 * 1024, { min: 1024 }),
     maxInFlightJobs: r.int("SHOAL_MAX_INFLIGHT_JOBS", 1_024, { min: 1 }),
+    maxInFlightBytes: r.int("SHOAL_MAX_INFLIGHT_BYTES", 256 * 1024 * 1024, { min: 1024 * 1024 }),
     routedIntake,
     intake: r.optionalString("SHOAL_INTAKE") === undefined ? undefined : r.oneOf("SHOAL_INTAKE", INTAKE_KINDS, "share"),
     shareLockMs: r.int("SHOAL_SHARE_LOCK_MS", 10_000, { min: 1_000, max: 3_600_000 }),

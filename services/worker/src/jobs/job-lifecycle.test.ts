@@ -402,6 +402,21 @@ describe("job lifecycle", () => {
     assert.equal(gpu.jobs.room(), 0, "holding one small job: one call of work in hand already exceeds the look-ahead");
   });
 
+  test("held record bytes bound the room too: a few huge records stop the intake before the job count does", async () => {
+    const h = harnessWith({ maxInFlightBytes: 4_000 });
+    assert.equal(h.jobs.room(), 4, "nothing held: the job count decides");
+    h.jobs.deliver(delivery(envelope({ jobId: "big-1", text: "x".repeat(2_500) })));
+    assert.ok(h.jobs.heldBytes > 2_500, `held ${h.jobs.heldBytes} bytes`);
+    assert.equal(h.jobs.room(), 3, "under the byte limit: slots left");
+    h.jobs.deliver(delivery(envelope({ jobId: "big-2", text: "x".repeat(2_500) })));
+    assert.equal(h.jobs.room(), 0, "over 4,000 bytes held with 2 of 4 slots used");
+    await tick();
+    for (const p of h.produced) p.landed.resolve();
+    await tick();
+    assert.equal(h.jobs.heldBytes, 0, "settled jobs release their bytes");
+    assert.equal(h.jobs.room(), 4);
+  });
+
   test("batch-lane jobs waiting hold back batch-lane room, never interactive room", () => {
     const h = harnessWith({ prefetchTokens: 100 });
     h.jobs.deliver(delivery(envelope({ jobId: "bulk", text: "x".repeat(800), lane: Lane.BATCH })));

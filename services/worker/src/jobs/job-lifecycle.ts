@@ -42,6 +42,11 @@ export interface JobLifecycleDeps {
   /** Most jobs held at once (taken and not settled). */
   readonly maxInFlight: number;
   /**
+   * Most record bytes held at once (taken and not settled; default: no limit besides the count):
+   * 1,024 jobs of 8 MiB each would be 8 GiB, so the count alone does not bound memory.
+   */
+  readonly maxInFlightBytes?: number;
+  /**
    * When set, {@link JobLifecycle.room} also keeps the estimated tokens of the jobs in hand —
    * computing or waiting to — under this: a busy worker asks for more only while what it holds is
    * small, so a shared queue keeps the rest for the first worker that frees up instead of queueing
@@ -99,6 +104,8 @@ export interface JobLifecycleDeps {
 export interface JobLifecycle extends IntakeHandler {
   /** Jobs taken and not yet settled. */
   readonly size: number;
+  /** Record bytes of the jobs taken and not yet settled. */
+  readonly heldBytes: number;
   /** Estimated tokens of the jobs in hand not yet computed (both lanes): the load routed dispatch reads. */
   readonly pendingTokens: number;
   /**
@@ -128,6 +135,8 @@ interface InFlight {
   heldTokens: number;
   readonly lane: LaneName;
   readonly model: string;
+  /** Bytes of the job's record. */
+  readonly bytes: number;
   /** Whether the job counts in `heldModels`. */
   counted: boolean;
 }
@@ -157,6 +166,8 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   /** Jobs held (not yet computed) per lane and model: each model held is one call more of work in hand. */
   const heldModels: Record<LaneName, Map<string, number>> = { interactive: new Map(), batch: new Map() };
   const overheadTokens = deps.perCallOverheadTokens ?? 0;
+  /** Record bytes of the jobs in hand. */
+  let heldBytes = 0;
 
   function hold(entry: InFlight, tokens: number): void {
     entry.heldTokens = tokens;
@@ -197,6 +208,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     started(entry);
     unhold(entry);
     inFlight.delete(keyOf(envelope));
+    heldBytes -= entry.bytes;
     entry.trace.end(traceStatus, failed);
     for (const d of entry.deliveries) d.settle(outcome);
   }
@@ -359,10 +371,12 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       heldTokens: 0,
       lane: laneName(servedLane(envelope.lane)),
       model: envelope.model,
+      bytes: delivery.value?.length ?? 0,
       counted: false,
     };
     trace.onStarted(() => started(entry));
     inFlight.set(keyOf(envelope), entry);
+    heldBytes += entry.bytes;
     const skip = skipReason(envelope, "before the job was pulled");
     if (skip) return fail(envelope, skip);
     const model = deps.model(envelope.model);
@@ -408,6 +422,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   return {
     deliver,
     room(lane) {
+      if (deps.maxInFlightBytes !== undefined && heldBytes >= deps.maxInFlightBytes) return 0;
       const slots = Math.max(0, deps.maxInFlight - inFlight.size);
       if (deps.prefetchTokens === undefined || slots === 0) return slots;
       const all = heldTokens.interactive + heldTokens.batch;
@@ -420,6 +435,9 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     },
     get size() {
       return inFlight.size;
+    },
+    get heldBytes() {
+      return heldBytes;
     },
     get pendingTokens() {
       return heldTokens.interactive + heldTokens.batch;
