@@ -340,8 +340,7 @@ try {
     if (!texts.has(n)) texts.set(n, textOfTokens(tokenizer, n, rand).text);
   }
   const arms: ArmResult[] = [];
-  for (const arm of ARMS) arms.push(await runArm(arm, texts));
-  const results: DispatchResults = {
+  const resultsOf = (): DispatchResults => ({
     command: `npm run bench:dispatch -- ${process.argv.slice(2).join(" ")}`.trim(),
     seed: SEED,
     workers: WORKERS,
@@ -357,10 +356,18 @@ try {
     slos: SLOS,
     arms,
     maxLag: MAX_LAG,
+  });
+  // Written after every arm: a run stopped half-way keeps what it measured (bench:dispatch-merge joins runs).
+  const writeJson = async (): Promise<void> => {
+    if (args.json !== undefined) await writeFile(args.json, `${JSON.stringify(resultsOf(), writeInfinity, 2)}\n`);
   };
+  for (const arm of ARMS) {
+    arms.push(await runArm(arm, texts));
+    await writeJson();
+  }
+  const results = resultsOf();
   console.log(reportLines(results).join("\n"));
   if (arms.some((a) => a.lagVerdicts.length > 0)) process.exitCode = 3;
-  if (args.json !== undefined) await writeFile(args.json, `${JSON.stringify(results, writeInfinity, 2)}\n`);
   if (args.chart !== undefined) {
     await writeFile(args.chart, await dispatchChartSvg(results));
     log(`wrote ${args.chart}`);

@@ -38,6 +38,14 @@ describe("discrete-event simulation", () => {
     assert.throws(() => simulate({ trace: manualTrace([0]), devices: 1, cost: flat10, policy: sharedQueue(), pathMs: -1 }), /pathMs/);
   });
 
+  it("a board refreshed every 0 ms is read before every job (and the run ends)", () => {
+    const trace = manualTrace([0, 1, 2, 3]);
+    const fresh = simulate({ trace, devices: 2, cost: flat10, policy: leastLoaded({ refreshMs: 0, countOwnSends: false, ties: "first" }) });
+    assert.equal(fresh.answeredFraction, 1);
+    // Job 0 starts on device 0, job 1 sees it busy and goes to device 1; job 2 ties (first), job 3 sees job 2 queued on device 0.
+    assert.deepEqual([...fresh.latenciesMs], [10, 10, 18, 18]);
+  });
+
   it("costs a + b·B·L + c·B·L² per call of the padding plan", () => {
     const r = simulate({ trace: manualTrace([0], 20), devices: 1, cost: { aMs: 1, bMsPerToken: 0.1, cMsPerToken2: 0.01 }, policy: sharedQueue() });
     assert.equal(r.latenciesMs[0], 1 + 0.1 * 20 + 0.01 * 20 * 20);

@@ -222,6 +222,8 @@ export function simulate(opts: SimOptions): SimResult {
         tryStart(d, now);
       }
     } else {
+      // A board read before every job (R = 0, as the gateway's SHOAL_DISPATCH_REFRESH_MS=0 does).
+      if (router!.refreshMs === 0) router!.refresh?.(loadsView());
       const d = devices[router!.route(job, loadsView())]!;
       d.queue.push(job);
       tryStart(d, now);
@@ -254,7 +256,7 @@ export function simulate(opts: SimOptions): SimResult {
     }
   }
 
-  if (router?.refreshMs !== undefined && router.refresh !== undefined) heap.push(0, { type: "refresh" });
+  if (router?.refreshMs !== undefined && router.refreshMs > 0 && router.refresh !== undefined) heap.push(0, { type: "refresh" });
   let next = 0;
   for (;;) {
     const eventAt = heap.peekTime();
