@@ -21,7 +21,7 @@ export async function dispatchChartSvg(r: DispatchResults): Promise<string> {
   );
   const knees = r.arms.flatMap((a) => liveKnees(a, r.slos).map((k, s) => ({ arm: a.name, slo: `${r.slos[s]!.k}x`, knee: k.load })));
   const slos = r.slos.map((s) => ({ slo: `${s.k}x SLO`, ms: s.ms }));
-  const color = { field: "arm", type: "nominal", title: "arm", sort: r.arms.map((a) => a.name) } as const;
+  const color = { field: "arm", type: "nominal", title: "arm", sort: r.arms.map((a) => a.name), legend: { labelLimit: 480 } } as const;
   const spec: TopLevelSpec = {
     $schema: "https://vega.github.io/schema/vega-lite/v6.json",
     title: {
