@@ -160,8 +160,10 @@ describe("share-group intake: one shared queue for a pool's workers", () => {
     });
     cleanup.push(() => cluster.stop());
     const first = cluster.workers[0]!;
-    // About 30,000 tokens: seconds of work for one worker with one thread.
-    const pending = Array.from({ length: 30 }, (_, i) =>
+    // About 60,000 tokens: many seconds of work for one worker with one thread, so that it still
+    // holds unfinished jobs once the second worker has started (a fast CI machine finished 30,000
+    // tokens before that and answered everything itself).
+    const pending = Array.from({ length: 60 }, (_, i) =>
       embed(
         cluster,
         Array.from({ length: 8 }, (_, j) => `${sentence(i * 8 + j)} ${"long ".repeat(60)}`),
