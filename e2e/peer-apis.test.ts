@@ -1,12 +1,11 @@
 import assert from "node:assert/strict";
 import http2 from "node:http2";
 import { after, before, describe, test } from "node:test";
-import { createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import type { Client } from "@connectrpc/connect";
 import { EmbeddingType, InputType } from "@shoal/gen/shoal/v1/common_pb.ts";
-import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import type { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { startCluster, type TestCluster } from "./harness/cluster.ts";
-import { maxAbsDiff } from "./harness/clients.ts";
+import { keyedInference, maxAbsDiff } from "./harness/clients.ts";
 import { type Scrape, scrape, total } from "./harness/prometheus.ts";
 import { E5_PROMPTS, tinyVariant } from "./harness/tiny-variant.ts";
 
@@ -42,17 +41,7 @@ describe("peer APIs (Cohere, TEI) on a real cluster: same values as Shoal's own 
       gatewayEnv: { SHOAL_MAX_REQUEST_BYTES: String(MAX_REQUEST_BYTES), SHOAL_API_KEYS: `peer=${KEY}`, SHOAL_CORS_ORIGINS: ORIGIN },
     });
     base = cluster.urls[0]!;
-    const transport = createConnectTransport({
-      baseUrl: base,
-      httpVersion: "1.1",
-      interceptors: [
-        (next) => (req) => {
-          req.header.set("authorization", `Bearer ${KEY}`);
-          return next(req);
-        },
-      ],
-    });
-    shoal = createClient(InferenceService, transport);
+    shoal = keyedInference(base, KEY);
   });
   after(async () => {
     await cluster?.stop();

@@ -2,14 +2,13 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { resolve } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import type { Client } from "@connectrpc/connect";
 import { EmbeddingType, InputType } from "@shoal/gen/shoal/v1/common_pb.ts";
-import { type EmbedResponse, InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import type { EmbedResponse, InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ensurePythonEnv } from "@shoal/models";
 import OpenAI from "openai";
 import { startCluster, type TestCluster } from "./harness/cluster.ts";
-import { maxAbsDiff } from "./harness/clients.ts";
+import { keyedInference, maxAbsDiff } from "./harness/clients.ts";
 import { REPO_ROOT } from "./harness/service-process.ts";
 import { E5_PROMPTS, tinyVariant } from "./harness/tiny-variant.ts";
 
@@ -78,17 +77,7 @@ describe("other APIs' real SDKs (cohere, openai, langchain, huggingface_hub) aga
       tinyVariant(PROMPTED, { matryoshka: true, prompts: E5_PROMPTS }),
     ]);
     cluster = await startCluster({ presets: ["tiny", "tiny-rerank"], modelDirs: [mrl], gatewayEnv: { SHOAL_API_KEYS: `sdks=${KEY}` } });
-    const transport = createConnectTransport({
-      baseUrl: cluster.urls[0]!,
-      httpVersion: "1.1",
-      interceptors: [
-        (next) => (req) => {
-          req.header.set("authorization", `Bearer ${KEY}`);
-          return next(req);
-        },
-      ],
-    });
-    shoal = createClient(InferenceService, transport);
+    shoal = keyedInference(cluster.urls[0]!, KEY);
     sdk = await runSdks(python, { base: cluster.urls[0], key: KEY, embed: EMBED, rerank: RERANK, prompted: PROMPTED, texts: TEXTS, query: QUERY });
   });
   after(async () => {

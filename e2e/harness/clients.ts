@@ -25,6 +25,21 @@ export function clientsFor(
   };
 }
 
+/** A Connect (HTTP/1.1) InferenceService client that sends `Authorization: Bearer <key>` on every call. */
+export function keyedInference(baseUrl: string, key: string): Client<typeof InferenceService> {
+  const transport = createConnectTransport({
+    baseUrl,
+    httpVersion: "1.1",
+    interceptors: [
+      (next) => (req) => {
+        req.header.set("authorization", `Bearer ${key}`);
+        return next(req);
+      },
+    ],
+  });
+  return createClient(InferenceService, transport);
+}
+
 /** Euclidean norm of a vector. */
 export function norm(v: readonly number[]): number {
   return Math.sqrt(v.reduce((s, x) => s + x * x, 0));
