@@ -52,7 +52,7 @@ export async function disconnectProducer(): Promise<void> {
 /** Consumers made by {@link consumerFor}; {@link closeAll} closes any the test left open. */
 const open = new Set<ShareConsumer>();
 
-export function consumerFor(groupId: string, topic: string, extra: Partial<ShareConsumerOptions> = {}): ShareConsumer {
+export function consumerFor(groupId: string, topic: string | readonly string[], extra: Partial<ShareConsumerOptions> = {}): ShareConsumer {
   const consumer = createShareConsumer({
     brokers,
     groupId,
@@ -60,7 +60,7 @@ export function consumerFor(groupId: string, topic: string, extra: Partial<Share
     groupConfig: { autoOffsetReset: "earliest" },
     ...extra,
   });
-  consumer.subscribe([topic]);
+  consumer.subscribe(typeof topic === "string" ? [topic] : topic);
   open.add(consumer);
   return consumer;
 }

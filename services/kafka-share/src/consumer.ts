@@ -20,6 +20,16 @@ interface Acquired {
   readonly generation: number;
 }
 
+/** The partitions of `byLeader` that belong to `topics`, leaders with none left out. */
+function onlyTopics(byLeader: ReadonlyMap<number, PartitionRef[]>, topics: ReadonlySet<string>): Map<number, PartitionRef[]> {
+  const out = new Map<number, PartitionRef[]>();
+  for (const [leader, refs] of byLeader) {
+    const kept = refs.filter((r) => topics.has(r.topic));
+    if (kept.length > 0) out.set(leader, kept);
+  }
+  return out;
+}
+
 /**
  * Creates a share-group consumer. Nothing connects until `subscribe()`.
  *
@@ -177,10 +187,12 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
       );
     },
 
-    async fetch({ maxRecords, maxWaitMs, signal }: FetchOptions) {
+    async fetch({ maxRecords, maxWaitMs, signal, topics: only }: FetchOptions) {
       if (closed) throw new ConsumerClosedError();
       if (fatal) throw fatal;
       if (!Number.isInteger(maxRecords) || maxRecords < 1) throw new RangeError(`maxRecords must be a positive integer, got ${maxRecords}`);
+      const unknown = only?.find((t) => !topics.includes(t));
+      if (unknown !== undefined) throw new RangeError(`fetch: topic '${unknown}' is not subscribed (subscribed: ${topics.join(", ")})`);
       const deadline = Date.now() + maxWaitMs;
       if (membership.assignment.size === 0) await waitForAssignment(maxWaitMs, signal);
       if (fatal) throw fatal;
@@ -200,6 +212,12 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
         await new Promise((r) => setTimeout(r, Math.min(500, Math.max(0, deadline - Date.now()))));
         return [];
       }
+      if (only) byLeader = onlyTopics(byLeader, new Set(only));
+      if (byLeader.size === 0) {
+        // Nothing of the named topics is assigned here (yet): wait as a fetch would, bounded.
+        await new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())));
+        return [];
+      }
       const leaders = [...byLeader.keys()];
       // maxRecords is a promise to the caller: split it across leaders (those beyond it wait a turn).
       const share = Math.max(1, Math.floor(maxRecords / Math.max(1, leaders.length)));
@@ -215,6 +233,11 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
         ),
         Promise.all(idle.map((s) => fetcher.acknowledge(s, false))),
       ]);
+      // Acks of partitions this fetch left out of its session stay queued: send them now.
+      for (const n of chosen) {
+        const s = sessionFor(n);
+        if (s.acks.size > 0) void fetcher.acknowledge(s, false);
+      }
       const records = batches.flat();
       metrics.recordsDelivered += records.length;
       return records;

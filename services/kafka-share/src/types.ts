@@ -47,6 +47,15 @@ export interface FetchOptions {
   readonly maxWaitMs: number;
   /** Stops waiting for an assignment; a request already at the broker still runs to its end. */
   readonly signal?: AbortSignal;
+  /**
+   * Fetch only from the assigned partitions of these subscribed topics (default: every assigned
+   * partition). A share session names the partitions each ShareFetch reads, so a member can pull
+   * from the topics it wants now, e.g. one topic per model to form one model's batch. Records
+   * acquired earlier from a topic left out stay acquired, and their acknowledgements go by
+   * ShareAcknowledge. An empty list, or topics with no assigned partition, fetch nothing: the call
+   * returns `[]` after at most `maxWaitMs`.
+   */
+  readonly topics?: readonly string[];
 }
 
 /** `accept`: done. `release`: give it back now (delivered again, to anyone). `reject`: never again. */
