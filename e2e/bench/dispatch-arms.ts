@@ -10,6 +10,8 @@ export interface DispatchArm {
   readonly intake: "share" | "group";
   /** Partitions of the pool's topics (a consumer group needs several to spread work). */
   readonly partitions: number;
+  /** The pool's jobs topics: `per-model` for the `share-model` arm (a shared queue per model). */
+  readonly jobTopics: "per-lane" | "per-model";
   /** Gateway env (SHOAL_DISPATCH*); empty for the shared arms. */
   readonly gatewayEnv: Readonly<Record<string, string>>;
   /** Worker env beyond the bench's own (routed arms: SHOAL_ROUTED_INTAKE, the status interval). */
@@ -20,10 +22,10 @@ export interface DispatchArm {
 }
 
 /** Arm names the bench knows; routed ones accept gateway options `name@K=V+K=V`. */
-export const ARM_NAMES = ["share", "group", "round-robin", "least-loaded", "p2c", "sie-direct", "partition"] as const;
+export const ARM_NAMES = ["share", "share-model", "group", "round-robin", "least-loaded", "p2c", "sie-direct", "partition"] as const;
 
 /** Default arms: every dispatch mode but `partition` (with one served model it is one worker). */
-export const DEFAULT_ARMS = "share,group,round-robin,least-loaded,p2c,sie-direct";
+export const DEFAULT_ARMS = "share-model,share,group,round-robin,least-loaded,p2c,sie-direct";
 
 function kv(spec: string | undefined): Record<string, string> {
   return Object.fromEntries(
@@ -43,10 +45,23 @@ export function parseArms(list: string, workers: number): DispatchArm[] {
     const spec = raw.trim();
     const [base, extra] = spec.split("@") as [string, string | undefined];
     const options = kv(extra);
-    if (base === "share") return { name: spec, intake: "share", partitions: 1, gatewayEnv: {}, workerEnv: options, twin: sharedQueue(), routed: false };
+    if (base === "share")
+      return { name: spec, intake: "share", partitions: 1, jobTopics: "per-lane", gatewayEnv: {}, workerEnv: options, twin: sharedQueue(), routed: false };
+    // A shared queue per model: an idle worker takes one model's waiting jobs, as the DES's central queue does.
+    if (base === "share-model")
+      return { name: spec, intake: "share", partitions: 1, jobTopics: "per-model", gatewayEnv: {}, workerEnv: options, twin: sharedQueue(), routed: false };
     // A job's key picks its partition, the partition its worker: twice as many partitions as workers.
     if (base === "group")
-      return { name: spec, intake: "group", partitions: 2 * workers, gatewayEnv: {}, workerEnv: options, twin: partitioned(), routed: false };
+      return {
+        name: spec,
+        intake: "group",
+        partitions: 2 * workers,
+        jobTopics: "per-lane",
+        gatewayEnv: {},
+        workerEnv: options,
+        twin: partitioned(),
+        routed: false,
+      };
     if (!(ARM_NAMES as readonly string[]).includes(base)) throw new Error(`unknown arm '${base}' (known: ${ARM_NAMES.join(", ")}; routed ones take @K=V+K=V)`);
     const gatewayEnv: Record<string, string> = { SHOAL_DISPATCH: base, ...options };
     const refreshMs = Number(gatewayEnv["SHOAL_DISPATCH_REFRESH_MS"] ?? 200);
@@ -69,6 +84,7 @@ export function parseArms(list: string, workers: number): DispatchArm[] {
       name: spec,
       intake: "share",
       partitions: 1,
+      jobTopics: "per-lane",
       gatewayEnv,
       workerEnv: { SHOAL_ROUTED_INTAKE: "1", SHOAL_STATUS_INTERVAL_MS: String(statusMs) },
       twin,

@@ -172,7 +172,7 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
         ? `gateway ${Object.entries(arm.gatewayEnv)
             .map(([k, v]) => `${k}=${v}`)
             .join(" ")}`
-        : `${arm.intake} intake, ${arm.partitions} partition(s)`
+        : `${arm.intake} intake, ${arm.partitions} partition(s), jobs topics ${arm.jobTopics}`
     }, ${WORKERS} workers on ${RUNTIME_LABEL}, ${GATEWAYS} gateway(s), ${MODELS} model(s)`,
   );
   const modelDir = await ensureModel("mini");
@@ -183,6 +183,7 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
     entries: reference.models.map((m) => ({ dir: modelDir, fields: { id: m.id } })),
     intake: arm.intake,
     partitions: arm.partitions,
+    jobTopics: arm.jobTopics,
     gatewayEnv: { ...arm.gatewayEnv },
     workerEnv: {
       ...(REAL

@@ -25,6 +25,8 @@ export interface ClusterOptions {
   readonly partitions?: number;
   /** How workers take jobs (default `SHOAL_TEST_INTAKE`, else `share`). */
   readonly intake?: "share" | "group";
+  /** The pool's jobs topics: one per lane (default) or one per model and lane (share intake). */
+  readonly jobTopics?: "per-lane" | "per-model";
   readonly gatewayEnv?: Record<string, string>;
   readonly workerEnv?: Record<string, string>;
   /** Bootstrap brokers (default: the test run's broker, KAFKA_BROKERS). */
@@ -64,6 +66,7 @@ export async function writeCatalog(
   modelFields: Readonly<Record<string, string>> = {},
   modelDirs: readonly string[] = [],
   entries: readonly CatalogEntry[] = [],
+  jobTopics: "per-lane" | "per-model" = "per-lane",
 ): Promise<{ path: string; pool: string; dirs: string[] }> {
   const dirs = [...(await Promise.all(presets.map((p) => ensureModel(p)))), ...modelDirs];
   const pool = `t${randomBytes(4).toString("hex")}`;
@@ -77,7 +80,7 @@ export async function writeCatalog(
     ...dirs.map((d) => `  - path: ${JSON.stringify(d)}\n    pool: ${pool}${fieldsOf(modelFields)}`),
     ...entries.map((e) => `  - path: ${JSON.stringify(e.dir)}\n    pool: ${pool}${fieldsOf(e.fields)}`),
   ].join("\n");
-  await writeFile(path, `pools:\n  ${pool}:\n    intake: ${intake}\n    partitions: ${partitions}\nmodels:\n${models}\n`);
+  await writeFile(path, `pools:\n  ${pool}:\n    intake: ${intake}\n    partitions: ${partitions}\n    jobTopics: ${jobTopics}\nmodels:\n${models}\n`);
   return { path, pool, dirs };
 }
 
@@ -92,6 +95,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<TestClust
     opts.modelFields,
     opts.modelDirs,
     opts.entries,
+    opts.jobTopics,
   );
   const common = { KAFKA_BROKERS: opts.brokers ?? kafkaBrokers(), SHOAL_CATALOG: catalogPath };
   const workers: ServiceProcess[] = [];

@@ -35,6 +35,25 @@ describe("model catalog", () => {
     assert.equal(m.pinned, false);
   });
 
+  test("jobTopics: per-lane by default, per-model lists the pool's models; per-model needs share intake", async () => {
+    const path = await write(
+      `pools:\n  gpu: { jobTopics: per-model }\n  cpu: {}\nmodels:\n  - path: \${TINY_DIR}\n    pool: gpu\n    id: zeta\n  - path: \${TINY_DIR}\n    pool: gpu\n    id: alpha\n  - path: \${TINY_DIR}\n    pool: cpu\n    id: other\n`,
+    );
+    const catalog = await loadCatalog(path, { TINY_DIR: tiny });
+    assert.equal(catalog.pools.get("gpu")?.jobTopics, "per-model");
+    assert.deepEqual(catalog.pools.get("gpu")?.models, ["alpha", "zeta"]);
+    assert.equal(catalog.pools.get("cpu")?.jobTopics, "per-lane");
+    assert.deepEqual(catalog.pools.get("cpu")?.models, ["other"]);
+    const bad = await write(
+      `pools:\n  g: { intake: group, jobTopics: per-model }\n  h: { jobTopics: sideways }\nmodels:\n  - path: \${TINY_DIR}\n    pool: g\n`,
+    );
+    await assert.rejects(loadCatalog(bad, { TINY_DIR: tiny }), (err: Error) => {
+      assert.match(err.message, /pools\.g\.jobTopics: per-model needs intake: share/);
+      assert.match(err.message, /pools\.h\.jobTopics: expected one of per-lane, per-model \(got "sideways"\)/);
+      return true;
+    });
+  });
+
   test("pinned and memory: sizes with units or bytes", async () => {
     const path = await write(
       `models:\n  - path: \${TINY_DIR}\n    id: a\n    pinned: true\n    memory: 120MiB\n  - path: \${TINY_DIR}\n    id: b\n    memory: 5000\n`,

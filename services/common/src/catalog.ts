@@ -25,7 +25,19 @@ export interface PoolSpec {
    * takes tens of thousands of jobs a second).
    */
   readonly partitions: number;
+  /**
+   * `per-lane` (default): one jobs topic per lane, every model's jobs in it. `per-model`: one jobs
+   * topic per model and lane (a queue per model; share intake only), so a worker takes one model's
+   * jobs at a time and forms full batches of it instead of one call per model in a fetch.
+   */
+  readonly jobTopics: JobTopicLayout;
+  /** Ids of the models served by this pool, sorted. */
+  readonly models: readonly string[];
 }
+
+/** How a pool's jobs are laid out on topics (see PoolSpec.jobTopics). */
+export type JobTopicLayout = "per-lane" | "per-model";
+export const JOB_TOPIC_LAYOUTS: readonly JobTopicLayout[] = ["per-lane", "per-model"];
 
 /** Per-model batching overrides (the worker's defaults apply to what is left out). */
 export interface ModelBatching {
@@ -149,7 +161,8 @@ export function parseByteSize(value: unknown): number | null {
  *
  * ```yaml
  * pools:
- *   default: { intake: share }       # or group; partitions: 1 (share) / 8 (group) by default
+ *   default: { intake: share }       # or group; partitions: 1 (share) / 8 (group) by default;
+ *                                    #   jobTopics: per-lane (default) or per-model (share only)
  * models:
  *   - path: ${SHOAL_MODELS}/minilm   # a Shoal model directory (relative to this file)
  *     id: my-embedder                # optional, defaults to the manifest's id
@@ -192,7 +205,11 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
       if (!Number.isInteger(partitions) || (partitions as number) < 1 || (partitions as number) > 1024) {
         problems.push(`${where}.partitions: expected an integer in 1..1024`);
       }
-      pools.set(name, Object.freeze({ name, intake, partitions: Number(partitions) }));
+      const rawLayout = isJsonObject(raw) ? (raw["jobTopics"] ?? "per-lane") : "per-lane";
+      const jobTopics: JobTopicLayout = JOB_TOPIC_LAYOUTS.find((k) => k === rawLayout) ?? "per-lane";
+      if (jobTopics !== rawLayout) problems.push(`${where}.jobTopics: expected one of ${JOB_TOPIC_LAYOUTS.join(", ")} (got ${JSON.stringify(rawLayout)})`);
+      if (jobTopics === "per-model" && intake !== "share") problems.push(`${where}.jobTopics: per-model needs intake: share`);
+      pools.set(name, { name, intake, partitions: Number(partitions), jobTopics, models: [] });
     }
   }
 
@@ -236,5 +253,18 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
     }
   }
   if (problems.length > 0) throw new CatalogError(problems);
+  for (const [name, pool] of pools)
+    pools.set(
+      name,
+      Object.freeze({
+        ...pool,
+        models: Object.freeze(
+          [...models.values()]
+            .filter((m) => m.pool === name)
+            .map((m) => m.id)
+            .sort(),
+        ),
+      }),
+    );
   return Object.freeze({ path: file, pools, models });
 }

@@ -21,6 +21,10 @@ export {
 export {
   isLaneName,
   jobsTopic,
+  jobTopicFor,
+  laneJobTopics,
+  modelJobsTopic,
+  type PoolLayout,
   laneFromName,
   laneName,
   LANE_NAMES,
@@ -63,7 +67,9 @@ export {
   type ModelBatching,
   type PoolSpec,
   type IntakeKind,
+  type JobTopicLayout,
   INTAKE_KINDS,
+  JOB_TOPIC_LAYOUTS,
 } from "./catalog.ts";
 export { readModelDir, ModelLoadError, type ModelSpec, type ModelTask } from "./model-manifest.ts";
 export { Attr, SpanName } from "./telemetry/attributes.ts";

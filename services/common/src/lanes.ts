@@ -54,3 +54,31 @@ export function routedTopic(pool: string, workerId: string, lane: ServedLane): s
 
 /** Characters a worker id may have when it names a routed topic (Kafka's topic alphabet, 249 at most). */
 export const ROUTED_WORKER_ID = /^[A-Za-z0-9._-]{1,150}$/;
+
+/**
+ * Jobs topic of one model of a `per-model` pool: `shoal.jobs.<pool>.<lane>.m.<model>`. Each is read
+ * by one share-group member per worker (the share assignor spreads a group's partitions over its
+ * members once they are as many, so every worker must subscribe to each such topic on its own).
+ */
+export function modelJobsTopic(pool: string, lane: ServedLane, model: string): string {
+  return `shoal.jobs.${pool}.${names[lane]}.m.${model}`;
+}
+
+/** The part of a pool the topic layout needs. */
+export interface PoolLayout {
+  readonly name: string;
+  readonly jobTopics: "per-lane" | "per-model";
+  readonly models: readonly string[];
+}
+
+/** Where a job of `model` on `lane` is written in `pool`. */
+export function jobTopicFor(pool: PoolLayout, lane: ServedLane, model: string): string {
+  return pool.jobTopics === "per-model" ? modelJobsTopic(pool.name, lane, model) : jobsTopic(pool.name, lane);
+}
+
+/** Every jobs topic of one lane of `pool`, with the model each carries alone (per-model layout). */
+export function laneJobTopics(pool: PoolLayout, lane: ServedLane): Array<{ readonly topic: string; readonly model?: string }> {
+  return pool.jobTopics === "per-model"
+    ? pool.models.map((model) => ({ topic: modelJobsTopic(pool.name, lane, model), model }))
+    : [{ topic: jobsTopic(pool.name, lane) }];
+}

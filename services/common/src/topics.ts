@@ -1,5 +1,5 @@
 import type { Admin, ITopicConfig } from "kafkajs";
-import { jobsTopic, SERVED_LANES } from "./lanes.ts";
+import { laneJobTopics, SERVED_LANES, type PoolLayout } from "./lanes.ts";
 import type { SignedKind } from "./record-signer.ts";
 
 /**
@@ -113,14 +113,16 @@ const NEW_TOPIC_SETTLE_MS = 1_000;
 /** Largest record a jobs or reply topic accepts (a request's texts, or a result's vectors). */
 export const MAX_RECORD_BYTES = 16 * 1024 * 1024;
 
-/** The topics of a pool: a jobs topic per lane and its retry topic (the pool's partition count), its dead-letter and cancel topics. */
-export function poolTopicSpecs(pool: { name: string; partitions: number }): TopicSpec[] {
+/** The topics of a pool: its jobs topics (per lane, or per model and lane) and its retry topic (the pool's partition count), its dead-letter and cancel topics. */
+export function poolTopicSpecs(pool: PoolLayout & { partitions: number }): TopicSpec[] {
   return [
-    ...SERVED_LANES.map((lane) => ({
-      topic: jobsTopic(pool.name, lane),
-      partitions: pool.partitions,
-      config: { "max.message.bytes": String(MAX_RECORD_BYTES) },
-    })),
+    ...SERVED_LANES.flatMap((lane) =>
+      laneJobTopics(pool, lane).map(({ topic }) => ({
+        topic,
+        partitions: pool.partitions,
+        config: { "max.message.bytes": String(MAX_RECORD_BYTES) },
+      })),
+    ),
     { topic: retryTopic(pool.name), partitions: pool.partitions, config: { "max.message.bytes": String(MAX_RECORD_BYTES) } },
     // Dead letters wait for an operator: a week.
     { topic: deadLetterTopic(pool.name), partitions: 1, config: { "max.message.bytes": String(MAX_RECORD_BYTES), "retention.ms": String(7 * 24 * 3_600_000) } },

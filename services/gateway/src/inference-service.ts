@@ -7,7 +7,7 @@ import {
   cancelTopic,
   encodeCancel,
   encodeEnvelope,
-  jobsTopic,
+  jobTopicFor,
   laneName,
   servedLane,
   startSendSpan,
@@ -113,7 +113,7 @@ async function enqueueAndWait(
   const jobId = randomUUID();
   const result = deps.pending.register(jobId, deadlineUnixMs, ctx.signal, now);
   const { topic: sharedTopic, value } = build(jobId, deadlineUnixMs, now);
-  const placement = deps.dispatch?.place({ jobId, pool: plan.pool, lane: plan.lane, model: plan.model, tokens: plan.tokens });
+  const placement = deps.dispatch?.place({ jobId, pool: plan.pool, lane: plan.lane, model: plan.model, tokens: plan.tokens, sharedTopic });
   const topic = placement?.topic ?? sharedTopic;
   const span = startSendSpan(topic, { [Attr.MESSAGING_MESSAGE_ID]: jobId, [Attr.JOB_ID]: jobId });
   const headers = traceHeaders(trace.setSpan(context.active(), span));
@@ -182,7 +182,7 @@ async function runJob(deps: InferenceDeps, ctx: HandlerContext, call: JobCall): 
   const plan = { pool: model.pool, model: model.id, lane, tokens: call.tokens(model) };
   principal?.chargeTokens(plan.tokens);
   const result = await submit(deps, ctx, plan, (jobId, deadlineUnixMs, now) => ({
-    topic: jobsTopic(model.pool, lane),
+    topic: jobTopicFor(deps.catalog.pools.get(model.pool)!, lane, model.id),
     value: encodeEnvelope(
       create(JobEnvelopeSchema, {
         jobId,

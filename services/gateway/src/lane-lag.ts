@@ -1,4 +1,4 @@
-import { jobsTopic, LANE_NAMES, laneName, SERVED_LANES, type IntakeKind, type LaneName, type Logger } from "@shoal/common";
+import { laneJobTopics, LANE_NAMES, laneName, SERVED_LANES, type IntakeKind, type LaneName, type Logger, type PoolLayout } from "@shoal/common";
 import type { Admission } from "./admission.ts";
 import type { BacklogSource } from "./lane-backlog.ts";
 
@@ -16,8 +16,8 @@ export interface LaneLagMonitor {
   readonly lag: ReadonlyMap<string, number>;
 }
 
-/** A pool as the monitor sees it: its name and how its workers take jobs. */
-export interface LagPool {
+/** A pool as the monitor sees it: its name, how its workers take jobs, and its jobs topics (default: one per lane). */
+export interface LagPool extends Partial<PoolLayout> {
   readonly name: string;
   readonly intake: IntakeKind;
 }
@@ -45,11 +45,15 @@ export function createLaneLagMonitor(
   let running = false;
 
   async function readPool(pool: LagPool): Promise<void> {
-    const topics = SERVED_LANES.map((lane) => jobsTopic(pool.name, lane));
+    const layout: PoolLayout = { name: pool.name, jobTopics: pool.jobTopics ?? "per-lane", models: pool.models ?? [] };
+    const byLane = SERVED_LANES.map((lane) => laneJobTopics(layout, lane).map((t) => t.topic));
     try {
-      const records = await sources[pool.intake](poolGroupId(pool.name), topics);
+      const records = await sources[pool.intake](poolGroupId(pool.name), byLane.flat());
       SERVED_LANES.forEach((lane, i) => {
-        lag.set(`${pool.name}/${laneName(lane)}`, records.get(topics[i]!) ?? 0);
+        lag.set(
+          `${pool.name}/${laneName(lane)}`,
+          byLane[i]!.reduce((n, topic) => n + (records.get(topic) ?? 0), 0),
+        );
       });
       if (failing.delete(pool.name)) log.info({ pool: pool.name, intake: pool.intake }, "lane lag readable again");
     } catch (err) {

@@ -23,6 +23,8 @@ export interface JobToPlace {
   readonly lane: ServedLane;
   readonly model: string;
   readonly tokens: number;
+  /** The pool's topic for this job when no worker is picked (default: the lane's jobs topic). */
+  readonly sharedTopic?: string;
 }
 
 /** Where a job went: a worker's routed topic, or the pool's shared topic (no routed worker live). */
@@ -172,7 +174,7 @@ export function createRoutedDispatch(deps: RoutedDispatchDeps): RoutedDispatch {
     place(job) {
       const live = deps.workers();
       const pr = routerFor(job.pool, live);
-      const shared = jobsTopic(job.pool, job.lane);
+      const shared = job.sharedTopic ?? jobsTopic(job.pool, job.lane);
       if (pr === undefined) {
         deps.onPlaced?.(job.pool, { topic: shared, workerId: undefined });
         return { topic: shared, workerId: undefined };

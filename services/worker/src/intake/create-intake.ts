@@ -1,5 +1,15 @@
 import type { Kafka } from "kafkajs";
-import { jobsTopic, retryTopic, routedTopic, SERVED_LANES, shareSecurity, type IntakeKind, type Logger, type PoolSpec, type TopicSpec } from "@shoal/common";
+import {
+  laneJobTopics,
+  retryTopic,
+  routedTopic,
+  SERVED_LANES,
+  shareSecurity,
+  type IntakeKind,
+  type Logger,
+  type PoolSpec,
+  type TopicSpec,
+} from "@shoal/common";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import type { WorkerConfig } from "../config.ts";
 import type { WorkerMetrics } from "../telemetry/worker-metrics.ts";
@@ -57,7 +67,7 @@ function createPoolIntake(deps: IntakeDeps): JobIntake {
   if (intakeKind(config, pool) === "group") {
     return createGroupIntake(deps.kafka, deps.logger, {
       groupId,
-      topics: [...SERVED_LANES.map((lane) => jobsTopic(pool.name, lane)), retryTopic(pool.name)],
+      topics: [...SERVED_LANES.flatMap((lane) => laneJobTopics(pool, lane).map((t) => t.topic)), retryTopic(pool.name)],
       sessionTimeoutMs: config.sessionTimeoutMs,
       heartbeatIntervalMs: config.heartbeatIntervalMs,
       onLag: (topic, partition, lag) => deps.metrics.consumerLag.set({ topic, partition: String(partition) }, lag),
@@ -70,10 +80,11 @@ function createPoolIntake(deps: IntakeDeps): JobIntake {
     groupId,
     clientId: `shoal-worker-${config.workerId}`,
     // Interactive first, then retries, then the batch lane: each asked for with the room left.
+    // A per-model pool has a topic per model and lane: one member each, one model at a time.
     topics: [
-      { topic: jobsTopic(pool.name, Lane.INTERACTIVE), lane: "interactive" },
+      ...laneJobTopics(pool, Lane.INTERACTIVE).map((t) => ({ ...t, lane: "interactive" as const })),
       { topic: retryTopic(pool.name), lane: "interactive" },
-      { topic: jobsTopic(pool.name, Lane.BATCH), lane: "batch" },
+      ...laneJobTopics(pool, Lane.BATCH).map((t) => ({ ...t, lane: "batch" as const })),
     ],
     lockMs: config.shareLockMs,
     deliveryLimit: config.shareDeliveryLimit,

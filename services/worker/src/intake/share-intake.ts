@@ -12,8 +12,10 @@ export interface ShareIntakeOptions {
   /**
    * Topics in the order they are asked for: each is read by a member of its own, and a topic is
    * asked for only with the room the ones before it left (interactive, retries, then batch lane).
+   * Adjacent topics of one lane that name a `model` (a per-model pool) are one step: the worker
+   * takes one model's jobs at a time from them (see pullByModel).
    */
-  readonly topics: ReadonlyArray<{ readonly topic: string; readonly lane: LaneName }>;
+  readonly topics: ReadonlyArray<{ readonly topic: string; readonly lane: LaneName; readonly model?: string }>;
   /** share.record.lock.duration.ms: a job not settled by then goes to another worker. */
   readonly lockMs: number;
   /** share.delivery.count.limit: deliveries before the broker gives a record up. */
@@ -27,12 +29,40 @@ export interface ShareIntakeOptions {
   readonly logger: Logger;
 }
 
+interface Member {
+  readonly topic: string;
+  readonly lane: LaneName;
+  readonly model: string | undefined;
+  readonly member: ShareConsumer;
+  joined: boolean;
+  /** Jobs of this topic held now (delivered, not settled). */
+  held: number;
+  /** A waiting fetch of a model step is out (see pullByModel). */
+  polling: boolean;
+}
+
+/** Topics asked for together: one topic, or every model topic of one lane. */
+interface Step {
+  readonly lane: LaneName;
+  readonly members: Member[];
+  /** Where the next round of a model step starts looking (rotates, so no model starves). */
+  next: number;
+  /** A model step found jobs last time: look again before waiting. */
+  busy: boolean;
+}
+
 interface Held {
   readonly record: ShareRecord;
   readonly member: ShareConsumer;
   readonly takenAtMs: number;
   renewedAtMs: number;
 }
+
+/**
+ * How long a model step's waiting fetches stay at the broker. They never hold the loop up (it
+ * goes on with the other steps), so they can wait long: fewer empty fetches when idle.
+ */
+const MODEL_POLL_MS = 1_000;
 
 const ACK: Record<Settlement, "accept" | "release" | "reject"> = { done: "accept", release: "release", reject: "reject" };
 
@@ -58,7 +88,7 @@ function headersOf(record: ShareRecord): RecordHeaders {
 export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   const log = opts.logger.child({ component: "share-intake" });
   const idleWaitMs = opts.idleWaitMs ?? 100;
-  const members = opts.topics.map(({ topic, lane }, i) => {
+  const members: Member[] = opts.topics.map(({ topic, lane, model }, i) => {
     const member = createShareConsumer({
       brokers: opts.brokers,
       ...(opts.security ? { security: opts.security } : {}),
@@ -77,9 +107,19 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
           "the broker refused an acknowledgement (lock expired?); the job may run again elsewhere",
         );
     });
-    return { topic, lane, member, joined: false };
+    return { topic, lane, model, member, joined: false, held: 0, polling: false };
   });
+  const steps: Step[] = [];
+  for (const m of members) {
+    const last = steps.at(-1);
+    if (m.model !== undefined && last?.lane === m.lane && last.members[0]!.model !== undefined) last.members.push(m);
+    else steps.push({ lane: m.lane, members: [m], next: 0, busy: false });
+  }
+  // Workers start their rounds at different models.
+  for (const step of steps) step.next = Math.floor(Math.random() * step.members.length);
   const held = new Set<Held>();
+  /** Waiting fetches of model steps still at the broker (stop() lets them end before closing). */
+  const polling = new Set<Promise<void>>();
   let handler: IntakeHandler | undefined;
   let running = false;
   let paused = false;
@@ -96,9 +136,11 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     }, 5);
   }
 
-  function deliver(record: ShareRecord, member: ShareConsumer): void {
+  function deliver(record: ShareRecord, from: Member): void {
+    const member = from.member;
     const entry: Held = { record, member, takenAtMs: Date.now(), renewedAtMs: Date.now() };
     held.add(entry);
+    from.held++;
     let settled = false;
     const delivery: Delivery = {
       topic: record.topic,
@@ -111,6 +153,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
         if (settled) return;
         settled = true;
         held.delete(entry);
+        from.held--;
         member.acknowledge(record, ACK[outcome]);
         scheduleFlush();
         wake?.();
@@ -137,11 +180,10 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     });
   }
 
-  async function fetchFrom(index: number, room: number, waitMs: number): Promise<number> {
-    const m = members[index]!;
+  async function fetchFrom(m: Member, room: number, waitMs: number): Promise<number> {
     try {
       const records = await m.member.fetch({ maxRecords: room, maxWaitMs: waitMs });
-      for (const r of records) deliver(r, m.member);
+      for (const r of records) deliver(r, m);
       return records.length;
     } catch (err) {
       if (!running) return 0;
@@ -154,6 +196,75 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       await sleep(500);
       return 0;
     }
+  }
+
+  /** Room of a step's lane less the jobs its waiting fetches may still bring. */
+  function roomFor(step: Step): number {
+    return handler!.room(step.lane) - step.members.reduce((n, m) => n + (m.polling ? 1 : 0), 0);
+  }
+
+  /** Fetches the rest of one model's waiting jobs that fit (the batch it is about to form). */
+  async function fill(step: Step, m: Member): Promise<number> {
+    const room = roomFor(step);
+    return room > 0 && !m.polling ? fetchFrom(m, room, 0) : 0;
+  }
+
+  /**
+   * One model's jobs at a time from a per-model pool's topics (one member each: the share assignor
+   * would otherwise spread the topics over the workers). A fetch over several models hands a
+   * worker one job of each, i.e. one call per model, where one model's waiting jobs would have
+   * made one batch. So: first more of the models this worker holds (their jobs join batches it
+   * forms anyway); then, while jobs were found recently, the models in turn from a rotating start,
+   * the first with jobs taking the room; when a round finds nothing, a waiting fetch of one job
+   * per model (as many as the room allows) stays at the broker, and the first job to come is
+   * followed by the rest of its model's queue. Returns the jobs taken.
+   */
+  async function pullByModel(step: Step, waitMs: number): Promise<number> {
+    let took = 0;
+    for (const m of step.members) if (m.held > 0) took += await fill(step, m);
+    if (took > 0) return took;
+    if (step.busy) {
+      const n = step.members.length;
+      for (let k = 0; k < n && running && !paused; k++) {
+        const m = step.members[(step.next + k) % n]!;
+        const got = await fill(step, m);
+        if (got > 0) {
+          step.next = (step.next + k + 1) % n;
+          return got;
+        }
+      }
+      step.busy = false;
+    }
+    if (waitMs <= 0) return 0;
+    const room = roomFor(step);
+    const idle = step.members.filter((m) => !m.polling);
+    const polls = [...idle.slice(step.next % Math.max(1, idle.length)), ...idle.slice(0, step.next % Math.max(1, idle.length))].slice(0, Math.max(0, room));
+    const first = await new Promise<Member | undefined>((resolve) => {
+      const timer = setTimeout(() => resolve(undefined), waitMs);
+      for (const m of polls) {
+        m.polling = true;
+        const poll = fetchFrom(m, 1, MODEL_POLL_MS).then((n) => {
+          m.polling = false;
+          polling.delete(poll);
+          if (n === 0) return;
+          step.busy = true;
+          clearTimeout(timer);
+          resolve(m);
+        });
+        polling.add(poll);
+      }
+      // Every poll already out (or no room): a settlement or a poll's answer ends the wait too.
+      if (polls.length === 0) void sleep(waitMs).then(() => resolve(undefined));
+    });
+    if (first === undefined) return 0;
+    step.busy = true;
+    return 1 + (await fill(step, first));
+  }
+
+  function pull(step: Step, waitMs: number): Promise<number> {
+    if (step.members.length > 1 || step.members[0]!.model !== undefined) return pullByModel(step, waitMs);
+    const room = handler!.room(step.lane);
+    return room > 0 ? fetchFrom(step.members[0]!, room, waitMs) : Promise.resolve(0);
   }
 
   async function run(): Promise<void> {
@@ -172,10 +283,8 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
         continue;
       }
       let tookLater = 0;
-      for (let i = 0; i < members.length && running && !paused; i++) {
-        const room = handler!.room(members[i]!.lane);
-        if (room <= 0) continue;
-        const n = await fetchFrom(i, room, i === 0 && !laterHadWork ? idleWaitMs : 0);
+      for (let i = 0; i < steps.length && running && !paused; i++) {
+        const n = await pull(steps[i]!, i === 0 && !laterHadWork ? idleWaitMs : 0);
         if (i > 0) tookLater += n;
       }
       laterHadWork = tookLater > 0;
@@ -244,6 +353,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       clearInterval(renewTimer);
       clearTimeout(flushTimer);
       await loop;
+      await Promise.all(polling);
       // Closing sends the acknowledgements still queued and releases every job never settled,
       // so other workers take them at once.
       if (held.size > 0) log.info({ unsettled: held.size }, "releasing unsettled jobs to the share group");
