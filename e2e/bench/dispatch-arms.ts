@@ -2,7 +2,7 @@
  * The arms of `npm run bench:dispatch` (issue #16): who decides where a job runs, and the
  * discrete-event twin of each (the same router code, from @shoal/common, in services/sim).
  */
-import { directRouter, leastLoaded, partitioned, powerOfTwo, roundRobin, sharedQueue, type DispatchPolicy } from "@shoal/sim";
+import { directRouter, leastLoaded, partitioned, powerOfTwo, roundRobin, sharedQueue, WORKER_BATCHING, type DispatchPolicy } from "@shoal/sim";
 
 /** One arm: how workers take jobs and, for a routed arm, the gateway's SHOAL_DISPATCH settings. */
 export interface DispatchArm {
@@ -46,7 +46,17 @@ export function parseArms(list: string, workers: number): DispatchArm[] {
     const [base, extra] = spec.split("@") as [string, string | undefined];
     const options = kv(extra);
     if (base === "share")
-      return { name: spec, intake: "share", partitions: 1, jobTopics: "per-lane", gatewayEnv: {}, workerEnv: options, twin: sharedQueue(), routed: false };
+      return {
+        name: spec,
+        intake: "share",
+        partitions: 1,
+        jobTopics: "per-lane",
+        gatewayEnv: {},
+        workerEnv: options,
+        // One mixed topic: an idle worker's fetch takes the next jobs of any model, up to its idle take.
+        twin: sharedQueue({ mixedTakeTokens: Number(options["SHOAL_IDLE_TAKE_TOKENS"] ?? WORKER_BATCHING.maxBatchTokens) }),
+        routed: false,
+      };
     // A shared queue per model: an idle worker takes one model's waiting jobs, as the DES's central queue does.
     if (base === "share-model")
       return { name: spec, intake: "share", partitions: 1, jobTopics: "per-model", gatewayEnv: {}, workerEnv: options, twin: sharedQueue(), routed: false };

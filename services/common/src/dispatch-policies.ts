@@ -38,12 +38,24 @@ export interface Router {
 
 /** How jobs reach devices. */
 export type DispatchPolicy =
-  | { readonly kind: "shared"; readonly name: string }
+  | {
+      readonly kind: "shared";
+      readonly name: string;
+      /**
+       * Set: an idle device takes the oldest waiting jobs *of any model* up to this many tokens (the
+       * first always), as a fetch from one mixed topic hands a worker the next records whatever
+       * their model, and runs them one model after another. Unset: it takes the oldest job's model
+       * and that model's waiting jobs only (a queue per model).
+       */
+      readonly mixedTakeTokens?: number;
+    }
   | { readonly kind: "routed"; readonly name: string; readonly createRouter: (devices: number, rand: () => number) => Router };
 
 /** (a) Shoal: one shared queue; an idle device assembles its batch from it at pull time. */
-export function sharedQueue(): DispatchPolicy {
-  return { kind: "shared", name: "shared queue" };
+export function sharedQueue(opts: { mixedTakeTokens?: number } = {}): DispatchPolicy {
+  if (opts.mixedTakeTokens === undefined) return { kind: "shared", name: "shared queue" };
+  if (!(opts.mixedTakeTokens >= 1)) throw new RangeError(`mixedTakeTokens must be >= 1 (got ${opts.mixedTakeTokens})`);
+  return { kind: "shared", name: `shared queue, mixed fetch of ${opts.mixedTakeTokens} tokens`, mixedTakeTokens: opts.mixedTakeTokens };
 }
 
 /** 32-bit mix of an integer (murmur3 finaliser): the partitioner's hash of a job key. */

@@ -31,6 +31,26 @@ describe("discrete-event simulation", () => {
     assert.equal(b.batches, 2);
   });
 
+  it("a mixed fetch takes the oldest jobs of any model and runs them model after model; a queue per model gives each idle device one model", () => {
+    // Two jobs of model 0 keep both devices busy until 10 ms; then 0, 1, 0, 1 wait.
+    const models = [0, 0, 0, 1, 0, 1];
+    const trace: Trace = {
+      ...manualTrace([0, 0, 1, 2, 3, 4]),
+      models: [ONE_MODEL, { ...ONE_MODEL, id: "n" }],
+    };
+    const jobs = trace.jobs.map((j, i) => ({ ...j, model: models[i]! }));
+    const perModel = simulate({ trace: { ...trace, jobs }, devices: 2, cost: flat10, policy: sharedQueue() });
+    assert.deepEqual([...perModel.latenciesMs], [10, 10, 19, 18, 17, 16]);
+    const mixed = simulate({ trace: { ...trace, jobs }, devices: 2, cost: flat10, policy: sharedQueue({ mixedTakeTokens: 1_000 }) });
+    // One device takes all four (model 0's batch, then model 1's); the other stays idle.
+    assert.deepEqual([...mixed.latenciesMs], [10, 10, 19, 28, 17, 26]);
+    assert.equal(mixed.batches, perModel.batches);
+    // A take of 10 tokens is one job per fetch: the devices share the four again, job by job.
+    const small = simulate({ trace: { ...trace, jobs }, devices: 2, cost: flat10, policy: sharedQueue({ mixedTakeTokens: 10 }) });
+    assert.deepEqual([...small.latenciesMs], [10, 10, 19, 18, 27, 26]);
+    assert.throws(() => sharedQueue({ mixedTakeTokens: 0 }), /mixedTakeTokens/);
+  });
+
   it("pathMs adds the live path's fixed latency to every answer, not to device time", () => {
     const r = simulate({ trace: manualTrace([0, 5, 30]), devices: 1, cost: flat10, policy: sharedQueue(), pathMs: 7 });
     assert.deepEqual([...r.latenciesMs], [17, 22, 17]);

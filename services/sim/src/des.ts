@@ -160,15 +160,39 @@ export function simulate(opts: SimOptions): SimResult {
         return false;
       }
     }
-    const batch = q.take(batching);
-    queued -= batch.length;
-    run(d, batch, now);
+    const mixed = opts.policy.kind === "shared" ? opts.policy.mixedTakeTokens : undefined;
+    if (mixed === undefined) {
+      const batch = q.take(batching);
+      queued -= batch.length;
+      run(d, [batch], now);
+      return true;
+    }
+    // A mixed fetch: the oldest jobs of any model, then one batch per model, one after another.
+    const taken = q.takeOldest(mixed);
+    queued -= taken.length;
+    const byModel = new Map<number, TraceJob[]>();
+    for (const job of taken) byModel.set(job.model, [...(byModel.get(job.model) ?? []), job]);
+    run(d, [...byModel.values()], now);
     return true;
   }
 
-  function run(d: Device, batch: TraceJob[], now: number): void {
-    const model = batch[0]!.model;
+  /** Runs the batches back to back on the device, each its model's calls. */
+  function run(d: Device, batchList: TraceJob[][], now: number): void {
     let t = now;
+    for (const batch of batchList) t = runBatch(d, batch, now, t);
+    d.busy = true;
+    d.runningJobs = batchList.reduce((n, b) => n + b.length, 0);
+    d.runningTokens = batchList.reduce((n, b) => n + b.reduce((s, j) => s + j.totalTokens, 0), 0);
+    d.busyMs += Math.min(t, horizon) - Math.min(now, horizon);
+    const i = idle.indexOf(d);
+    if (i >= 0) idle.splice(i, 1);
+    heap.push(t, { type: "done", device: d });
+  }
+
+  /** One model's batch from `start`; returns when its last call ends. */
+  function runBatch(d: Device, batch: TraceJob[], now: number, start: number): number {
+    const model = batch[0]!.model;
+    let t = start;
     const at = d.resident.indexOf(model);
     if (at >= 0) d.resident.splice(at, 1);
     else {
@@ -187,7 +211,7 @@ export function simulate(opts: SimOptions): SimResult {
       }
     });
     const groups = planSubBatches(lengths, { perCallOverheadTokens: batching.perCallOverheadTokens, maxItemsPerCall: batching.maxBatchItems });
-    const finished = new Array<number>(batch.length).fill(now);
+    const finished = new Array<number>(batch.length).fill(start);
     for (const g of groups) {
       let longest = 0;
       for (const i of g) longest = Math.max(longest, lengths[i]!);
@@ -203,13 +227,7 @@ export function simulate(opts: SimOptions): SimResult {
       if (idleEventBetween(job.arrivalMs, now)) waitedWhileIdle[job.id] = 1;
     });
     batches += 1;
-    d.busy = true;
-    d.runningJobs = batch.length;
-    d.runningTokens = batch.reduce((s, j) => s + j.totalTokens, 0);
-    d.busyMs += Math.min(t, horizon) - Math.min(now, horizon);
-    const i = idle.indexOf(d);
-    if (i >= 0) idle.splice(i, 1);
-    heap.push(t, { type: "done", device: d });
+    return t;
   }
 
   function arrive(job: TraceJob): void {

@@ -97,6 +97,27 @@ export class JobQueue {
     return taken;
   }
 
+  /**
+   * Takes the oldest waiting jobs whatever their model, in arrival order, while their tokens fit
+   * `maxTokens` (the first always goes): what one fetch of a mixed topic hands a worker.
+   */
+  takeOldest(maxTokens: number): TraceJob[] {
+    const taken: TraceJob[] = [];
+    let tokens = 0;
+    for (;;) {
+      const m = this.oldestModel();
+      if (m === undefined) break;
+      const job = this.fifos[m]![this.heads[m]!]!;
+      if (taken.length > 0 && tokens + job.totalTokens > maxTokens) break;
+      taken.push(job);
+      tokens += job.totalTokens;
+      this.heads[m] = this.heads[m]! + 1;
+    }
+    this.jobCount -= taken.length;
+    this.tokenCount -= tokens;
+    return taken;
+  }
+
   /** Model of the oldest waiting job (ids follow arrival order, so simultaneous fan-out calls keep theirs). */
   private oldestModel(): number | undefined {
     let best: number | undefined;

@@ -58,12 +58,6 @@ interface Held {
   renewedAtMs: number;
 }
 
-/**
- * How long a model step's waiting fetches stay at the broker. They never hold the loop up (it
- * goes on with the other steps), so they can wait long: fewer empty fetches when idle.
- */
-const MODEL_POLL_MS = 1_000;
-
 const ACK: Record<Settlement, "accept" | "release" | "reject"> = { done: "accept", release: "release", reject: "reject" };
 
 /** Kafka headers as a record, the shape the kafkajs path and the trace reader take. */
@@ -216,8 +210,10 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
    * made one batch. So: first more of the models this worker holds (their jobs join batches it
    * forms anyway); then, while jobs were found recently, the models in turn from a rotating start,
    * the first with jobs taking the room; when a round finds nothing, a waiting fetch of one job
-   * per model (as many as the room allows) stays at the broker, and the first job to come is
-   * followed by the rest of its model's queue. Returns the jobs taken.
+   * per model (every model when the worker holds nothing; else as many as the room allows) waits
+   * at the broker as long as the loop would, and the first job to come is followed by the rest of
+   * its model's queue. The waits last no longer than the loop's: one left waiting would take a job
+   * for a worker that has since become busy. Returns the jobs taken.
    */
   async function pullByModel(step: Step, waitMs: number): Promise<number> {
     let took = 0;
@@ -236,14 +232,17 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       step.busy = false;
     }
     if (waitMs <= 0) return 0;
-    const room = roomFor(step);
+    // A worker with nothing in hand waits on every model: a job of any of them may start at once.
+    // A busy one with room left waits on as many models as the room allows, in turn.
+    const room = held.size === 0 ? step.members.length : roomFor(step);
     const idle = step.members.filter((m) => !m.polling);
-    const polls = [...idle.slice(step.next % Math.max(1, idle.length)), ...idle.slice(0, step.next % Math.max(1, idle.length))].slice(0, Math.max(0, room));
+    const start = step.next % Math.max(1, idle.length);
+    const polls = [...idle.slice(start), ...idle.slice(0, start)].slice(0, Math.max(0, room));
     const first = await new Promise<Member | undefined>((resolve) => {
       const timer = setTimeout(() => resolve(undefined), waitMs);
       for (const m of polls) {
         m.polling = true;
-        const poll = fetchFrom(m, 1, MODEL_POLL_MS).then((n) => {
+        const poll = fetchFrom(m, 1, waitMs).then((n) => {
           m.polling = false;
           polling.delete(poll);
           if (n === 0) return;
