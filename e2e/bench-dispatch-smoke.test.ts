@@ -8,11 +8,11 @@ import { kafkaBrokers } from "./harness/cluster.ts";
 
 /**
  * `npm run bench:dispatch` cannot rot (issue #16): its smallest run — two workers, the shared
- * queue and one routed arm, one light load point — against the test broker, in well under two
+ * queue per model and one routed arm, one light load point — against the test broker, in well under two
  * minutes, serving the agent's nine models. Checks that it finishes, reports every job answered,
  * and writes its JSON results and chart; the figures themselves gate nothing.
  */
-test("bench:dispatch smoke: share and round-robin at one light load", { timeout: 240_000 }, async () => {
+test("bench:dispatch smoke: share-model (a queue per model) and round-robin at one light load", { timeout: 240_000 }, async () => {
   const root = join(import.meta.dirname, "..");
   const dir = await mkdtemp(join(tmpdir(), "shoal-bench-dispatch-"));
   const json = join(dir, "results.json");
@@ -24,7 +24,7 @@ test("bench:dispatch smoke: share and round-robin at one light load", { timeout:
       "tsx",
       "e2e/bench/dispatch.ts",
       "--arms",
-      "share,round-robin",
+      "share-model,round-robin",
       "--workers",
       "2",
       "--loads",
@@ -46,7 +46,7 @@ test("bench:dispatch smoke: share and round-robin at one light load", { timeout:
   // 3: the run was refused because timers lagged (a busy machine); the table is still printed.
   assert.ok(code === 0 || code === 3, `exit ${code}\n${err.slice(-3000)}`);
   assert.match(err, /==> arm round-robin: gateway SHOAL_DISPATCH=round-robin/, "progress lines");
-  for (const arm of ["share", "round-robin"]) {
+  for (const arm of ["share-model", "round-robin"]) {
     const row = out.split("\n").find((l) => l.startsWith(`| ${arm} | 0.4 |`));
     assert.ok(row, `no load point for ${arm} in\n${out}`);
     assert.equal(row.split("|")[3]!.trim(), "100.0%", `${arm} answered every job: ${row}`);
@@ -57,7 +57,7 @@ test("bench:dispatch smoke: share and round-robin at one light load", { timeout:
   assert.deepEqual(
     results.arms.map((a) => [a.name, a.points.length]),
     [
-      ["share", 1],
+      ["share-model", 1],
       ["round-robin", 1],
     ],
   );
