@@ -8,7 +8,7 @@
  * Env: BENCH_SECONDS (5 per phase), BENCH_LOADS (requests/s, default "50"). Starts its own broker
  * (the request log needs the broker's JVM flags); prints one table per phase.
  */
-import { mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
@@ -16,57 +16,12 @@ import { startScratchBroker } from "../../infra/dev/broker.ts";
 import { REPO_ROOT } from "../../infra/dev/shell.ts";
 import { startCluster } from "../harness/cluster.ts";
 import { clientsFor } from "../harness/clients.ts";
+import { parseRequestLog, ratesBetween } from "./request-log.ts";
 
 const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 5);
 const LOADS = (process.env["BENCH_LOADS"] ?? "50").split(",").map(Number);
 const TEXTS = ["a short query", "where is the reef", "kafka share groups", "small models, many of them", "hello there"];
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
-
-/** One request the broker completed: when, who, what. */
-interface Logged {
-  readonly atMs: number;
-  readonly client: string;
-  readonly api: string;
-}
-
-/** Parses the request log's "Completed request:{json}" lines (log4j pattern `[%d] %m`). */
-export function parseRequestLog(text: string): Logged[] {
-  const out: Logged[] = [];
-  for (const line of text.split("\n")) {
-    const at = line.indexOf("Completed request:");
-    if (at < 0) continue;
-    const stamp = /^\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d),(\d{3})\]/.exec(line);
-    if (!stamp) continue;
-    try {
-      const json = JSON.parse(line.slice(at + "Completed request:".length).replace(/ \([^()]*\)$/, "")) as {
-        requestHeader?: { clientId?: string; requestApiKeyName?: string; requestApiKey?: number };
-      };
-      const h = json.requestHeader ?? {};
-      out.push({
-        atMs: Date.parse(`${stamp[1]}T${stamp[2]}.${stamp[3]}Z`),
-        client: String(h.clientId ?? "?"),
-        api: String(h.requestApiKeyName ?? h.requestApiKey ?? "?"),
-      });
-    } catch {
-      // A line cut by the file's rotation: skip it.
-    }
-  }
-  return out;
-}
-
-/** Requests per second by `client api`, within [fromMs, toMs). */
-export function ratesBetween(entries: readonly Logged[], fromMs: number, toMs: number): Map<string, number> {
-  const counts = new Map<string, number>();
-  for (const e of entries) {
-    if (e.atMs < fromMs || e.atMs >= toMs) continue;
-    // Instance ids (random suffixes) make every run's client ids differ: keep the role.
-    const client = e.client.replace(/-[0-9a-f]{6,}(?=-|$)/g, "").replace(/-\d+$/, "-N");
-    const key = `${client} ${e.api}`;
-    counts.set(key, (counts.get(key) ?? 0) + 1);
-  }
-  const seconds = (toMs - fromMs) / 1000;
-  return new Map([...counts].map(([k, n]) => [k, n / seconds] as const).sort((a, b) => b[1] - a[1]));
-}
 
 const dir = await mkdtemp(join(tmpdir(), "shoal-reqlog-"));
 const requestLog = join(dir, "requests.log");
@@ -156,4 +111,5 @@ try {
   );
 } finally {
   await broker.stop();
+  await rm(dir, { recursive: true, force: true });
 }
