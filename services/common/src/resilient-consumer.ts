@@ -1,6 +1,16 @@
 import type { Consumer, ConsumerConfig, ConsumerGroupJoinEvent, ConsumerRunConfig, Kafka } from "kafkajs";
 import type { Logger } from "./logger.ts";
 
+/**
+ * kafkajs consumer timings for a group of one member (a gateway's reply and status readers, a
+ * worker's cancel reader): no other member waits on a rebalance, so heartbeats go every 3 s (a third
+ * of the session, Kafka's own ratio) rather than every second, and an idle consumer asks the broker
+ * twice a second. Records are handed over as soon as they arrive: the broker answers a waiting
+ * fetch at once when data comes, so the wait only sets the idle polling rate (and how long a stop
+ * may wait for the fetch in flight).
+ */
+export const SOLO_GROUP_CONSUMER = { sessionTimeout: 10_000, heartbeatInterval: 3_000, maxWaitTimeInMs: 500 } as const;
+
 export interface ResilientConsumerOptions {
   /** `component` of the log lines (`reply-consumer`, `cancel-consumer`, ...). */
   readonly component: string;

@@ -1,5 +1,5 @@
 import type { Kafka } from "kafkajs";
-import { createResilientConsumer, decodeStatus, RecordDecodeError, STATUS_TOPIC, type Logger } from "@shoal/common";
+import { createResilientConsumer, decodeStatus, RecordDecodeError, SOLO_GROUP_CONSUMER, STATUS_TOPIC, type Logger } from "@shoal/common";
 import type { WorkerStatus } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 
 /** The live workers, as their status records say; read from the compacted status topic. */
@@ -30,9 +30,12 @@ export function createClusterState(kafka: Kafka, logger: Logger, groupId: string
   // Replaced if kafkajs gives up on it: otherwise the cluster view would freeze after an outage.
   const consumer = createResilientConsumer(kafka, logger, {
     component: "cluster-state",
-    consumerConfig: { groupId, sessionTimeout: 10_000, heartbeatInterval: 1_000, maxWaitTimeInMs: 500, allowAutoTopicCreation: false },
+    consumerConfig: { groupId, ...SOLO_GROUP_CONSUMER, allowAutoTopicCreation: false },
     subscribe: (c) => c.subscribe({ topic: STATUS_TOPIC, fromBeginning: true }),
     run: {
+      // Never committed: a replacement consumer reads the compacted topic from its start again
+      // (as the first did), and no OffsetCommit follows every status record.
+      autoCommit: false,
       eachMessage: async ({ message }) => {
         const key = message.key?.toString() ?? "";
         if (!message.value || message.value.length === 0) {

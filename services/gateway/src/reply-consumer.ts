@@ -7,12 +7,16 @@ import {
   decodeResult,
   RecordDecodeError,
   SIGNATURE_HEADER,
+  SOLO_GROUP_CONSUMER,
   startProcessSpan,
   type Logger,
   type RecordSigner,
 } from "@shoal/common";
 import type { JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import type { SettleOutcome } from "./pending-jobs.ts";
+
+/** How often the reply consumer commits its offset (see eachBatch). */
+export const REPLY_COMMIT_INTERVAL_MS = 5_000;
 
 export interface ReplyConsumer {
   /** Resolves once the consumer has joined its group and will see every new reply. */
@@ -41,7 +45,7 @@ export interface ReplyConsumerOptions {
 export function createReplyConsumer(kafka: Kafka, logger: Logger, opts: ReplyConsumerOptions): ReplyConsumer {
   const log = logger.child({ component: "reply-consumer" });
 
-  async function eachBatch({ batch, heartbeat }: EachBatchPayload): Promise<void> {
+  async function eachBatch({ batch, heartbeat, resolveOffset, commitOffsetsIfNecessary }: EachBatchPayload): Promise<void> {
     let dropped = 0;
     for (const message of batch.messages) {
       // The worker's reply carries its trace context: the receipt joins the request's trace.
@@ -68,6 +72,10 @@ export function createReplyConsumer(kafka: Kafka, logger: Logger, opts: ReplyCon
       opts.onDropped?.(dropped);
       log.debug({ dropped }, "results with no waiting call dropped (late or duplicate)");
     }
+    // The offset only bounds what a replacement consumer reads again (results nobody waits for
+    // any more, dropped): committed every REPLY_COMMIT_INTERVAL_MS, not after every fetch.
+    resolveOffset(batch.lastOffset());
+    await commitOffsetsIfNecessary();
     await heartbeat();
   }
 
@@ -75,9 +83,12 @@ export function createReplyConsumer(kafka: Kafka, logger: Logger, opts: ReplyCon
   // kafkajs stops for good after a long broker outage; the factory replaces the consumer then.
   const consumer = createResilientConsumer(kafka, logger, {
     component: "reply-consumer",
-    consumerConfig: { groupId: opts.groupId, sessionTimeout: 10_000, heartbeatInterval: 1_000, maxWaitTimeInMs: 500, allowAutoTopicCreation: false },
+    consumerConfig: { groupId: opts.groupId, ...SOLO_GROUP_CONSUMER, allowAutoTopicCreation: false },
     subscribe: (c) => c.subscribe({ topic: opts.topic, fromBeginning: true }),
-    run: { eachBatchAutoResolve: true, eachBatch },
+    // kafkajs' autoCommit commits after every fetch, i.e. once per reply at light load: an
+    // OffsetCommit per request, on the broker and here. `commitOffsetsIfNecessary` in eachBatch
+    // commits by autoCommitInterval instead.
+    run: { autoCommit: false, autoCommitInterval: REPLY_COMMIT_INTERVAL_MS, eachBatchAutoResolve: true, eachBatch },
     startWhen: "joined",
     joinTimeoutMs: opts.joinTimeoutMs ?? 30_000,
   });

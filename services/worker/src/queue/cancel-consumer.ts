@@ -1,5 +1,5 @@
 import type { Kafka } from "kafkajs";
-import { createResilientConsumer, decodeCancel, RecordDecodeError, SIGNATURE_HEADER, type Logger, type RecordSigner } from "@shoal/common";
+import { createResilientConsumer, decodeCancel, RecordDecodeError, SIGNATURE_HEADER, SOLO_GROUP_CONSUMER, type Logger, type RecordSigner } from "@shoal/common";
 import type { CancelSet } from "./cancel-set.ts";
 
 /** The cancel topic's consumer group of one worker: one per worker id, never a fresh one per start. */
@@ -28,9 +28,7 @@ export function createCancelConsumer(
     component: "cancel-consumer",
     consumerConfig: {
       groupId: cancelGroupId(opts.workerId),
-      sessionTimeout: 10_000,
-      heartbeatInterval: 1_000,
-      maxWaitTimeInMs: 250,
+      ...SOLO_GROUP_CONSUMER,
       allowAutoTopicCreation: false,
     },
     subscribe: (c) => c.subscribe({ topic: opts.topic, fromBeginning: false }),

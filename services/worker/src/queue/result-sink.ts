@@ -86,7 +86,8 @@ export function createResultSink(kafka: Kafka, logger: Logger, workerId: string,
         log.warn({ topic, jobId: result.jobId }, "reply topic does not exist (its gateway stopped, or the record was forged); result dropped");
         return;
       }
-      const value = Buffer.from(encodeResult(result));
+      const bytes = encodeResult(result);
+      const value = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       for (let attempt = 1; ; attempt++) {
         try {
           return await producer.send(topic, { key: result.jobId, value, partition, ...(headers ? { headers } : {}) });
