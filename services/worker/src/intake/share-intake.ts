@@ -47,9 +47,12 @@ interface Step {
   readonly members: Member[];
   /** Where the next round of a model step starts looking (rotates, so no model starves). */
   next: number;
-  /** A model step found jobs last time: look again before waiting. */
+  /** The step found jobs last time: look again at once rather than wait. */
   busy: boolean;
 }
+
+/** How long a later step's background fetch waits at the broker (see pull). */
+const LATER_POLL_MS = 500;
 
 interface Held {
   readonly record: ShareRecord;
@@ -260,10 +263,33 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     return 1 + (await fill(step, first));
   }
 
-  function pull(step: Step, waitMs: number): Promise<number> {
+  /**
+   * One step's fetch. A later step (retries, the batch lane) that found nothing last time is not
+   * asked again every round: a fetch waits for its jobs at the broker in the background while the
+   * loop goes on (an empty ShareFetch costs the broker ~0.5–1 ms: asking each idle topic ten times
+   * a second was most of a worker's idle broker load), and its first jobs make it busy again.
+   */
+  function pull(step: Step, waitMs: number, later: boolean): Promise<number> {
     if (step.members.length > 1 || step.members[0]!.model !== undefined) return pullByModel(step, waitMs);
+    const m = step.members[0]!;
     const room = handler!.room(step.lane);
-    return room > 0 ? fetchFrom(step.members[0]!, room, waitMs) : Promise.resolve(0);
+    if (room <= 0 || m.polling) return Promise.resolve(0);
+    if (!later || step.busy)
+      return fetchFrom(m, room, waitMs).then((n) => {
+        step.busy = n > 0;
+        return n;
+      });
+    m.polling = true;
+    const poll = fetchFrom(m, room, LATER_POLL_MS).then((n) => {
+      m.polling = false;
+      polling.delete(poll);
+      if (n > 0) {
+        step.busy = true;
+        wake?.();
+      }
+    });
+    polling.add(poll);
+    return Promise.resolve(0);
   }
 
   async function run(): Promise<void> {
@@ -283,7 +309,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       }
       let tookLater = 0;
       for (let i = 0; i < steps.length && running && !paused; i++) {
-        const n = await pull(steps[i]!, i === 0 && !laterHadWork ? idleWaitMs : 0);
+        const n = await pull(steps[i]!, i === 0 && !laterHadWork ? idleWaitMs : 0, i > 0);
         if (i > 0) tookLater += n;
       }
       laterHadWork = tookLater > 0;
