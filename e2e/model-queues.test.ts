@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { modelJobsTopic, SERVED_LANES } from "@shoal/common";
+import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { Kafka, logLevel } from "kafkajs";
 import { ensureModel } from "@shoal/models";
 import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
@@ -20,11 +21,11 @@ interface Outcome {
   readonly values: number[];
 }
 
-async function embed(cluster: TestCluster, model: string, text: string): Promise<Outcome> {
+async function embed(cluster: TestCluster, model: string, text: string, lane = Lane.INTERACTIVE): Promise<Outcome> {
   const { inference } = clientsFor(cluster.urls[0]!, "grpc");
   let worker = "";
   try {
-    const res = await inference.embed({ model, inputs: [text] }, { timeoutMs: 90_000, onHeader: (h) => (worker = h.get("shoal-worker") ?? "") });
+    const res = await inference.embed({ model, inputs: [text], lane }, { timeoutMs: 90_000, onHeader: (h) => (worker = h.get("shoal-worker") ?? "") });
     return { model, worker, code: "OK", values: res.embeddings[0]!.values };
   } catch (err) {
     return { model, worker, code: Code[ConnectError.from(err).code] ?? "?", values: [] };
@@ -52,7 +53,7 @@ describe("per-model jobs topics: a shared queue per model", () => {
     for (const c of cleanup.reverse()) await c();
   });
 
-  test("each model has its own topic per lane; a burst of three models is spread over every worker, model by model, and answered right", async () => {
+  test("each model has its own topic per lane; a burst of three models is spread over every worker, model by model, and answered right, on both lanes", async () => {
     const cluster = await perModelCluster(3);
     cleanup.push(() => cluster.stop());
     const kafka = new Kafka({ clientId: "model-queues-test", brokers: kafkaBrokers().split(","), logLevel: logLevel.NOTHING });
@@ -82,6 +83,13 @@ describe("per-model jobs topics: a shared queue per model", () => {
     const workersOf = new Map(MODELS.map((m) => [m, new Set(outcomes.filter((o) => o.model === m).map((o) => o.worker))]));
     console.log(`workers per model: ${JSON.stringify(Object.fromEntries([...workersOf].map(([m, w]) => [m, w.size])))}`);
     for (const [m, w] of workersOf) assert.ok(w.size >= 2, `${m}'s jobs went to ${w.size} worker(s): its queue is not shared`);
+    // The batch lane has its own topic per model, read in the background of the interactive ones.
+    const batch = await Promise.all(Array.from({ length: 12 }, (_, i) => embed(cluster, MODELS[i % 3]!, text(i), Lane.BATCH)));
+    assert.deepEqual(
+      batch.map((o) => o.code),
+      Array.from({ length: 12 }, () => "OK"),
+    );
+    for (const [i, o] of batch.entries()) assert.ok(maxAbsDiff(o.values, reference.get(i % 7)!) < 1e-5, `batch-lane answer ${i} is its text's vector`);
   });
 
   test("workers joining, leaving (SIGTERM) and dying (SIGKILL) under load of three models: every request answered", async () => {

@@ -234,7 +234,9 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       }
       step.busy = false;
     }
-    if (waitMs <= 0) return 0;
+    // A later step (the batch lane) does not hold the loop up: its fetches wait in the background.
+    const background = waitMs <= 0;
+    const pollMs = background ? LATER_POLL_MS : waitMs;
     // A worker with nothing in hand waits on every model: a job of any of them may start at once.
     // A busy one with room left waits on as many models as the room allows, in turn.
     const room = held.size === 0 ? step.members.length : roomFor(step);
@@ -242,21 +244,23 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     const start = step.next % Math.max(1, idle.length);
     const polls = [...idle.slice(start), ...idle.slice(0, start)].slice(0, Math.max(0, room));
     const first = await new Promise<Member | undefined>((resolve) => {
-      const timer = setTimeout(() => resolve(undefined), waitMs);
+      const timer = background ? undefined : setTimeout(() => resolve(undefined), waitMs);
       for (const m of polls) {
         m.polling = true;
-        const poll = fetchFrom(m, 1, waitMs).then((n) => {
+        const poll = fetchFrom(m, 1, pollMs).then((n) => {
           m.polling = false;
           polling.delete(poll);
           if (n === 0) return;
           step.busy = true;
           clearTimeout(timer);
           resolve(m);
+          wake?.();
         });
         polling.add(poll);
       }
+      if (background) resolve(undefined);
       // Every poll already out (or no room): a settlement or a poll's answer ends the wait too.
-      if (polls.length === 0) void sleep(waitMs).then(() => resolve(undefined));
+      else if (polls.length === 0) void sleep(waitMs).then(() => resolve(undefined));
     });
     if (first === undefined) return 0;
     step.busy = true;
