@@ -9,6 +9,9 @@
  * e2e/fair-admission.test.ts; the README's security table lists all of them.
  */
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { after, before, describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
@@ -19,7 +22,8 @@ import { JobEnvelopeSchema } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { idleSession, neverReads, silent, slowBody, slowHeaders, streamFlood } from "./harness/attacks.ts";
 import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor, codeOf } from "./harness/clients.ts";
-import { scrape } from "./harness/prometheus.ts";
+import { scrape, total } from "./harness/prometheus.ts";
+import { waitFor } from "./harness/wait.ts";
 
 const LIMITS = {
   SHOAL_HEADERS_TIMEOUT_MS: "1000",
@@ -36,15 +40,23 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
   let embedModel: string;
   let rerankModel: string;
   let baselineP99 = 0;
+  /** Where the polite caller's slowest call of its last run spent its time. */
+  let slowest = "";
 
   /** The polite caller: sequential one-text Embeds over gRPC; every one must succeed. */
   async function politeP99(calls = POLITE_CALLS): Promise<number> {
     const { inference } = clientsFor(url, "grpc");
     const took: number[] = [];
+    const started = performance.now();
     for (let i = 0; i < calls; i++) {
       const t = performance.now();
       const r = await inference.embed({ model: embedModel, inputs: [`polite call ${i}`] }, { timeoutMs: 10_000 });
-      took.push(performance.now() - t);
+      const ms = performance.now() - t;
+      if (ms > Math.max(0, ...took)) {
+        const s = r.timing;
+        slowest = `slowest ${ms.toFixed(0)} ms at +${(t - started).toFixed(0)} ms: gateway ${s?.totalMs.toFixed(0)} ms, of which ${s?.queueMs.toFixed(0)} ms until the worker started it`;
+      }
+      took.push(ms);
       assert.equal(r.embeddings.length, 1);
     }
     took.sort((a, b) => a - b);
@@ -55,7 +67,7 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
   async function underAttack<T>(name: string, attack: () => Promise<T>, opts: { latencyBound?: boolean } = {}): Promise<T> {
     const [result, p99] = await Promise.all([attack(), politeP99()]);
     const bound = 2 * baselineP99 + 100;
-    console.error(`adversarial: ${name}: polite p99 ${p99.toFixed(1)} ms (unloaded ${baselineP99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms)`);
+    console.error(`adversarial: ${name}: polite p99 ${p99.toFixed(1)} ms (unloaded ${baselineP99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms); ${slowest}`);
     if (opts.latencyBound !== false) assert.ok(p99 <= bound, `${name}: polite p99 ${p99.toFixed(1)} ms over ${bound.toFixed(0)} ms`);
     for (const p of [...cluster.gateways, ...cluster.workers]) assert.ok(p.running, `${name}: ${p.name} still running`);
     return result;
@@ -68,6 +80,7 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
     rerankModel = cluster.modelIds.find((m) => m.includes("rerank"))!;
     await politeP99(10); // warm
     baselineP99 = await politeP99();
+    console.error(`adversarial: unloaded: polite p99 ${baselineP99.toFixed(1)} ms; ${slowest}`);
   });
   after(async () => {
     await cluster?.stop();
@@ -152,32 +165,67 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
     assert.ok(grown < 40, `metrics grew by ${grown} lines after 300 distinct names`);
   });
 
-  test("cancel flood: 300 calls aborted right after sending leave both services serving, nothing lost", async () => {
-    const { inference } = clientsFor(url, "grpc");
-    // Waves of 10: a flood of cancel records, not 300 jobs queued at once on the one worker the
-    // polite caller also uses (that would measure a load, not the cancels).
-    const aborted = await underAttack(
+  test("cancel flood: 300 calls aborted right after sending leave both services serving; jobs of departed callers are withdrawn, not computed", async () => {
+    const workerUrl = `http://127.0.0.1:${String((await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs"))["httpPort"])}`;
+    const workerJobs = async (): Promise<number> => total(await scrape(`${workerUrl}/metrics`), "shoal_worker_jobs_total");
+    const abandoned = async (how: string): Promise<number> => total(await scrape(`${url}/metrics`), "shoal_gateway_abandoned_jobs_total", { how });
+    // The attacker is its own process, as it would be: in this one its client work shared the
+    // polite caller's event loop and added ~100 ms to the polite answers it overlapped.
+    const attacker = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "harness/cancel-flood.ts"), url, embedModel, "300"], {
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    const lines = createInterface({ input: attacker.stdout! });
+    const nextLine = (): Promise<string> => new Promise((resolve) => lines.once("line", resolve));
+    assert.equal(await nextLine(), "ready");
+    const [jobs0, sent0, withdrawn0, cancelled0] = [
+      await workerJobs(),
+      await abandoned("not_sent"),
+      await abandoned("withdrawn"),
+      await abandoned("cancel_sent"),
+    ];
+    // Waves of 10, each call aborted 1 ms after it is sent: a flood of resets and cancels, not
+    // 300 jobs queued at once on the one worker the polite caller also uses.
+    const flood = await underAttack(
       "cancel flood",
       async () => {
-        const out: { code: Code; message: string }[] = [];
-        for (let wave = 0; wave < 30; wave++)
-          out.push(
-            ...(await Promise.all(
-              Array.from({ length: 10 }, async (_, i) => {
-                const ac = new AbortController();
-                const call = codeOf(inference.embed({ model: embedModel, inputs: [`cancel me ${wave}-${i}`] }, { signal: ac.signal }));
-                setTimeout(() => ac.abort(), 1);
-                return call;
-              }),
-            )),
-          );
-        return out;
-        // Not yet within the bound: the polite p99 was 136–270 ms against ~50 ms unloaded in four
-        // runs (an open finding of #19, printed above); the services must stay up and serving.
+        const done = nextLine();
+        attacker.stdin!.write("go\n");
+        return JSON.parse(await done) as { codes: Record<string, number>; odd: string[]; ms: number };
       },
+      // Not within the bound on a shared 2-core machine: the 300 aborts arrive in ~0.3–1 s, and
+      // the gateway's per-stream work during that burst delays the one or two polite calls it
+      // overlaps (README, security table). The services must stay up and serving.
       { latencyBound: false },
     );
-    assert.equal(aborted.length, 300);
+    attacker.stdin!.end();
+    // Canceled, or the attacker's own session cut under it (Internal "Session closed"): nothing else.
+    assert.equal(
+      Object.values(flood.codes).reduce((a, b) => a + b, 0),
+      300,
+    );
+    assert.ok(
+      Object.keys(flood.codes).every((c) => c === "Canceled" || c === "Internal"),
+      `aborted calls ended with ${JSON.stringify(flood.codes)}: ${flood.odd.join(" | ")}`,
+    );
+    assert.ok(
+      flood.odd.every((m) => /^Internal: Session closed/.test(m)),
+      flood.odd.join(" | "),
+    );
+    // Every job a departed caller left behind either never went out (not sent, or withdrawn from
+    // the producer's queue) or was followed by its cancel; only the latter can reach the worker.
+    const cancelSent = async (): Promise<number> => (await abandoned("cancel_sent")) - cancelled0;
+    const reached = async (): Promise<number> => (await workerJobs()) - jobs0 - POLITE_CALLS;
+    await waitFor(async () => (await reached()) >= (await cancelSent()), 10_000, 100);
+    const figures = {
+      notSent: (await abandoned("not_sent")) - sent0,
+      withdrawn: (await abandoned("withdrawn")) - withdrawn0,
+      cancelSent: await cancelSent(),
+      reachedWorker: await reached(),
+    };
+    console.error(`adversarial: cancel flood: ${flood.ms.toFixed(0)} ms; ${JSON.stringify({ ...figures, codes: flood.codes })}`);
+    // Equal but for a share-group redelivery now and then (a lock that ran out on a loaded machine).
+    assert.ok(figures.reachedWorker <= figures.cancelSent + 5, "only jobs followed by a cancel reached the worker");
+    assert.ok(figures.notSent + figures.withdrawn + figures.cancelSent <= 300);
     // Calls that were not cancelled still answer after the flood.
     const { inference: after } = clientsFor(url, "connect");
     const r = await after.embed({ model: embedModel, inputs: ["after the flood"] });
