@@ -10,11 +10,17 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import https from "node:https";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { after, before, describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
-import { Code } from "@connectrpc/connect";
+import { type Client, Code, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { selfSignedCert } from "@shoal/common/self-signed";
 import { Kafka, logLevel } from "kafkajs";
 import { encodeEnvelope, jobsTopic } from "@shoal/common";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
@@ -22,6 +28,7 @@ import { JobEnvelopeSchema } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { idleSession, neverReads, silent, slowBody, slowHeaders, streamFlood } from "./harness/attacks.ts";
 import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor, codeOf } from "./harness/clients.ts";
+import type { ServiceProcess } from "./harness/service-process.ts";
 import { scrape, total } from "./harness/prometheus.ts";
 import { waitFor } from "./harness/wait.ts";
 
@@ -34,27 +41,33 @@ const LIMITS = {
 };
 const POLITE_CALLS = 40;
 
-describe("adversarial suite: hostile peers get bounded answers; other callers keep their latency", () => {
-  let cluster: TestCluster;
-  let url: string;
-  let embedModel: string;
-  let rerankModel: string;
-  let baselineP99 = 0;
-  /** Where the polite caller's slowest call of its last run spent its time. */
-  let slowest = "";
+/**
+ * The polite caller: sequential one-text Embeds; every one must succeed. `measureBaseline` takes
+ * its unloaded p99; `underAttack` runs it beside an attack and checks the bound (2× + 100 ms) and
+ * that every service is still running.
+ */
+class PoliteCaller {
+  baselineP99 = 0;
+  /** Where the slowest call of the last run spent its time. */
+  private slowest = "";
 
-  /** The polite caller: sequential one-text Embeds over gRPC; every one must succeed. */
-  async function politeP99(calls = POLITE_CALLS): Promise<number> {
-    const { inference } = clientsFor(url, "grpc");
+  constructor(
+    private readonly client: () => Client<typeof InferenceService>,
+    private readonly model: () => string,
+    private readonly services: () => readonly ServiceProcess[],
+  ) {}
+
+  async p99(calls = POLITE_CALLS): Promise<number> {
+    const inference = this.client();
     const took: number[] = [];
     const started = performance.now();
     for (let i = 0; i < calls; i++) {
       const t = performance.now();
-      const r = await inference.embed({ model: embedModel, inputs: [`polite call ${i}`] }, { timeoutMs: 10_000 });
+      const r = await inference.embed({ model: this.model(), inputs: [`polite call ${i}`] }, { timeoutMs: 10_000 });
       const ms = performance.now() - t;
       if (ms > Math.max(0, ...took)) {
         const s = r.timing;
-        slowest = `slowest ${ms.toFixed(0)} ms at +${(t - started).toFixed(0)} ms: gateway ${s?.totalMs.toFixed(0)} ms, of which ${s?.queueMs.toFixed(0)} ms until the worker started it`;
+        this.slowest = `slowest ${ms.toFixed(0)} ms at +${(t - started).toFixed(0)} ms: gateway ${s?.totalMs.toFixed(0)} ms, of which ${s?.queueMs.toFixed(0)} ms until the worker started it`;
       }
       took.push(ms);
       assert.equal(r.embeddings.length, 1);
@@ -63,24 +76,43 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
     return took[Math.min(took.length - 1, Math.ceil(0.99 * took.length) - 1)]!;
   }
 
-  /** Runs the attack and the polite caller together; asserts the polite caller's p99 bound and that both services are alive. */
-  async function underAttack<T>(name: string, attack: () => Promise<T>, opts: { latencyBound?: boolean } = {}): Promise<T> {
-    const [result, p99] = await Promise.all([attack(), politeP99()]);
-    const bound = 2 * baselineP99 + 100;
-    console.error(`adversarial: ${name}: polite p99 ${p99.toFixed(1)} ms (unloaded ${baselineP99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms); ${slowest}`);
+  async measureBaseline(): Promise<void> {
+    await this.p99(10); // warm
+    this.baselineP99 = await this.p99();
+    console.error(`adversarial: unloaded: polite p99 ${this.baselineP99.toFixed(1)} ms; ${this.slowest}`);
+  }
+
+  /** Runs the attack and the polite caller together; asserts the polite caller's p99 bound and that the services are alive. */
+  async underAttack<T>(name: string, attack: () => Promise<T>, opts: { latencyBound?: boolean } = {}): Promise<T> {
+    const [result, p99] = await Promise.all([attack(), this.p99()]);
+    const bound = 2 * this.baselineP99 + 100;
+    console.error(
+      `adversarial: ${name}: polite p99 ${p99.toFixed(1)} ms (unloaded ${this.baselineP99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms); ${this.slowest}`,
+    );
     if (opts.latencyBound !== false) assert.ok(p99 <= bound, `${name}: polite p99 ${p99.toFixed(1)} ms over ${bound.toFixed(0)} ms`);
-    for (const p of [...cluster.gateways, ...cluster.workers]) assert.ok(p.running, `${name}: ${p.name} still running`);
+    for (const p of this.services()) assert.ok(p.running, `${name}: ${p.name} still running`);
     return result;
   }
+}
+
+describe("adversarial suite: hostile peers get bounded answers; other callers keep their latency", () => {
+  let cluster: TestCluster;
+  let url: string;
+  let embedModel: string;
+  let rerankModel: string;
+  const polite = new PoliteCaller(
+    () => clientsFor(url, "grpc").inference,
+    () => embedModel,
+    () => [...cluster.gateways, ...cluster.workers],
+  );
+  const underAttack = <T>(name: string, attack: () => Promise<T>, opts: { latencyBound?: boolean } = {}): Promise<T> => polite.underAttack(name, attack, opts);
 
   before(async () => {
     cluster = await startCluster({ gateways: 1, workers: 1, presets: ["tiny", "tiny-rerank"], gatewayEnv: LIMITS });
     url = cluster.urls[0]!;
     embedModel = cluster.modelIds.find((m) => m.includes("embed"))!;
     rerankModel = cluster.modelIds.find((m) => m.includes("rerank"))!;
-    await politeP99(10); // warm
-    baselineP99 = await politeP99();
-    console.error(`adversarial: unloaded: polite p99 ${baselineP99.toFixed(1)} ms; ${slowest}`);
+    await polite.measureBaseline();
   });
   after(async () => {
     await cluster?.stop();
@@ -280,5 +312,71 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
       buffered.every((b) => b > 10_000),
       `each answer was produced and waited for its reader: ${buffered.join(", ")} bytes`,
     );
+  });
+});
+
+describe("adversarial suite, TLS listener: HTTP/1.1 over TLS has the same slowloris limits", () => {
+  const dir = mkdtempSync(join(tmpdir(), "shoal-e2e-adversarial-tls-"));
+  let cluster: TestCluster;
+  let httpsUrl: string;
+  let model: string;
+  let ca: Buffer;
+  const polite = new PoliteCaller(
+    () => createClient(InferenceService, createGrpcTransport({ baseUrl: httpsUrl, nodeOptions: { ca } })),
+    () => model,
+    () => [...cluster.gateways, ...cluster.workers],
+  );
+
+  before(async () => {
+    // Fails loudly without the openssl CLI (infra/dev/setup-system.sh installs it).
+    const pair = selfSignedCert(dir, "gateway", "DNS:localhost,IP:127.0.0.1");
+    ca = readFileSync(pair.cert);
+    cluster = await startCluster({ gatewayEnv: { ...LIMITS, SHOAL_TLS_CERT_FILE: pair.cert, SHOAL_TLS_KEY_FILE: pair.key } });
+    httpsUrl = cluster.urls[0]!.replace("http://", "https://");
+    model = cluster.modelIds[0]!;
+    await polite.measureBaseline();
+  });
+  after(async () => {
+    await cluster?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("slowloris over TLS, HTTP/1.1 headers: 30 connections dripping a header byte every 200 ms are cut", async () => {
+    const cuts = await polite.underAttack("TLS slow headers", () => Promise.all(Array.from({ length: 30 }, () => slowHeaders(httpsUrl, 200, 8_000))));
+    console.error(
+      `adversarial: TLS slow headers: cut after ${Math.min(...cuts.map((c) => c.closedAfterMs)).toFixed(0)}–${Math.max(...cuts.map((c) => c.closedAfterMs)).toFixed(0)} ms`,
+    );
+    for (const c of cuts) assert.ok(c.closedAfterMs < 4_000, `cut after ${c.closedAfterMs} ms (headers timeout 1000 ms); answered '${c.reply}'`);
+  });
+
+  test("slowloris over TLS, HTTP/1.1 body: 30 requests trickling their body are cut by the request timeout", async () => {
+    const cuts = await polite.underAttack("TLS slow body", () => Promise.all(Array.from({ length: 30 }, () => slowBody(httpsUrl, 100, 10_000))));
+    console.error(
+      `adversarial: TLS slow body: cut after ${Math.min(...cuts.map((c) => c.closedAfterMs)).toFixed(0)}–${Math.max(...cuts.map((c) => c.closedAfterMs)).toFixed(0)} ms`,
+    );
+    for (const c of cuts) assert.ok(c.closedAfterMs < 6_000, `cut after ${c.closedAfterMs} ms (request timeout 3000 ms)`);
+  });
+
+  test("a keep-alive HTTPS/1.1 connection idle between requests is not cut by the headers deadline", async () => {
+    const agent = new https.Agent({ keepAlive: true, maxSockets: 1, ca });
+    const post = (body: string): Promise<{ status: number; socket: unknown }> =>
+      new Promise((resolve, reject) => {
+        const req = https.request(`${httpsUrl}/v1/embeddings`, { method: "POST", agent, headers: { "content-type": "application/json" } }, (res) => {
+          res.resume();
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, socket: req.socket }));
+        });
+        req.on("error", reject);
+        req.end(body);
+      });
+    const first = await post(JSON.stringify({ model, input: "first" }));
+    // Idle past the headers timeout (1 s) but within the idle timeout (2 s), then a second request.
+    await new Promise((r) => setTimeout(r, 1_500));
+    const second = await post(JSON.stringify({ model, input: "second" }));
+    // Again: a deadline left armed by the second request would have cut the connection by now.
+    await new Promise((r) => setTimeout(r, 1_500));
+    const third = await post(JSON.stringify({ model, input: "third" }));
+    agent.destroy();
+    assert.deepEqual([first.status, second.status, third.status], [200, 200, 200]);
+    assert.ok(second.socket === first.socket && third.socket === first.socket, "the same connection served all three");
   });
 });
