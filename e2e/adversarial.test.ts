@@ -57,8 +57,7 @@ class PoliteCaller {
     private readonly services: () => readonly ServiceProcess[],
   ) {}
 
-  async p99(calls = POLITE_CALLS): Promise<number> {
-    const inference = this.client();
+  async p99(calls = POLITE_CALLS, inference = this.client()): Promise<number> {
     const took: number[] = [];
     const started = performance.now();
     for (let i = 0; i < calls; i++) {
@@ -84,7 +83,11 @@ class PoliteCaller {
 
   /** Runs the attack and the polite caller together; asserts the polite caller's p99 bound and that the services are alive. */
   async underAttack<T>(name: string, attack: () => Promise<T>, opts: { latencyBound?: boolean } = {}): Promise<T> {
-    const [result, p99] = await Promise.all([attack(), this.p99()]);
+    // The polite caller's connection is open before the attack starts, as a caller's would be
+    // (its own TLS handshake racing 30 attacking ones measured the handshakes, not the attack).
+    const inference = this.client();
+    await inference.embed({ model: this.model(), inputs: ["polite warm-up"] });
+    const [result, p99] = await Promise.all([attack(), this.p99(POLITE_CALLS, inference)]);
     const bound = 2 * this.baselineP99 + 100;
     console.error(
       `adversarial: ${name}: polite p99 ${p99.toFixed(1)} ms (unloaded ${this.baselineP99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms); ${this.slowest}`,
@@ -105,6 +108,11 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
     () => embedModel,
     () => [...cluster.gateways, ...cluster.workers],
   );
+  /** Jobs the worker has answered, all statuses (its /metrics). */
+  async function workerJobs(): Promise<number> {
+    const line = await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs");
+    return total(await scrape(`http://127.0.0.1:${String(line["httpPort"])}/metrics`), "shoal_worker_jobs_total");
+  }
   const underAttack = <T>(name: string, attack: () => Promise<T>, opts: { latencyBound?: boolean } = {}): Promise<T> => polite.underAttack(name, attack, opts);
 
   before(async () => {
@@ -198,8 +206,6 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
   });
 
   test("cancel flood: 300 calls aborted right after sending leave both services serving; jobs of departed callers are withdrawn, not computed", async () => {
-    const workerUrl = `http://127.0.0.1:${String((await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs"))["httpPort"])}`;
-    const workerJobs = async (): Promise<number> => total(await scrape(`${workerUrl}/metrics`), "shoal_worker_jobs_total");
     const abandoned = async (how: string): Promise<number> => total(await scrape(`${url}/metrics`), "shoal_gateway_abandoned_jobs_total", { how });
     // The attacker is its own process, as it would be: in this one its client work shared the
     // polite caller's event loop and added ~100 ms to the polite answers it overlapped.
@@ -224,9 +230,9 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
         attacker.stdin!.write("go\n");
         return JSON.parse(await done) as { codes: Record<string, number>; odd: string[]; ms: number };
       },
-      // Not within the bound on a shared 2-core machine: the 300 aborts arrive in ~0.3–1 s, and
-      // the gateway's per-stream work during that burst delays the one or two polite calls it
-      // overlaps (README, security table). The services must stay up and serving.
+      // Not reliably within the bound on a shared 2-core machine (4 runs of 5): the 300 aborts
+      // arrive in a 0.2–0.4 s burst whose per-stream work at the gateway delays the one polite
+      // call it overlaps by ~200 ms (README, security table). The services must stay up and serving.
       { latencyBound: false },
     );
     attacker.stdin!.end();
@@ -295,7 +301,7 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
       }
     });
     await producer.disconnect();
-    for (let waited = 0; dropped() - before < 200 && waited < 20_000; waited += 100) await new Promise((r) => setTimeout(r, 100));
+    await waitFor(() => dropped() - before >= 200, 20_000, 100);
     assert.equal(dropped() - before, 200, "every result to a missing reply topic was dropped, none retried for long");
   });
 
@@ -304,8 +310,9 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
     const body = JSON.stringify({ model: embedModel, input: Array.from({ length: 256 }, (_, i) => `w${i}`) });
     const request = `POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
     // The answers are computed first; the polite caller then runs while they sit unread.
+    const jobs0 = await workerJobs();
     const readers = Promise.all(Array.from({ length: 10 }, () => neverReads(url, request, 6_000)));
-    await new Promise((r) => setTimeout(r, 2_500));
+    assert.ok(await waitFor(async () => (await workerJobs()) - jobs0 >= 10, 5_000, 100), "the 10 answers were computed");
     await underAttack("never-reading clients", () => Promise.resolve());
     const buffered = await readers;
     assert.ok(
