@@ -6,6 +6,7 @@ import type { DualServer } from "./dual-server.ts";
 
 import type { Handler } from "./http-types.ts";
 import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./connection-limits.ts";
+import { guardStreamResets } from "./stream-reset-guard.ts";
 
 /** PEM certificate chain and private key. */
 export interface TlsMaterial {
@@ -21,6 +22,7 @@ export interface TlsMaterial {
 export function createTlsServer(handler: Handler, tls: TlsMaterial, limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS): DualServer {
   // HTTP/1.1 requests in progress per socket, so that close() can cut idle keep-alive connections at once.
   const busy = new Map<TLSSocket, number>();
+  const guarded = guardStreamResets(handler, limits);
   const track: Handler = (req, res) => {
     if (req.httpVersionMajor === 1) {
       const socket = req.socket as TLSSocket;
@@ -31,7 +33,7 @@ export function createTlsServer(handler: Handler, tls: TlsMaterial, limits: Conn
         else busy.delete(socket);
       });
     }
-    handler(req, res);
+    guarded(req, res);
   };
   const server = http2.createSecureServer(
     {
