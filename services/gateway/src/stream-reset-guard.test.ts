@@ -3,7 +3,7 @@ import { EventEmitter } from "node:events";
 import http2 from "node:http2";
 import { test } from "node:test";
 import type { Req, Res } from "./http-types.ts";
-import { guardStreamResets } from "./stream-reset-guard.ts";
+import { guardStreamResets, RAPID_RESET_MS } from "./stream-reset-guard.ts";
 
 /** A stand-in HTTP/2 request on `session`: records how its stream was closed. */
 function h2Request(session: object): { req: Req; closedWith: number[] } {
@@ -43,6 +43,26 @@ test("a connection's client resets spend its allowance; then its new streams are
   // Streams that end normally cost nothing.
   for (let i = 0; i < 10; i++) guard(h2Request(greedy).req, {} as Res);
   assert.equal(handled.length, 15);
+});
+
+test("a reset of a stream that lived past RAPID_RESET_MS (a caller's own deadline) does not count", () => {
+  let now = 0;
+  const handled: object[] = [];
+  const guard = guardStreamResets(
+    (req) => handled.push(req),
+    { streamResetBurst: 1, streamResetsPerSecond: 0.001 },
+    () => now,
+  );
+  const session = {};
+  for (let i = 0; i < 5; i++) {
+    const { req } = h2Request(session);
+    guard(req, {} as Res);
+    now += RAPID_RESET_MS;
+    (req as unknown as EventEmitter).emit("aborted");
+  }
+  const { req, closedWith } = h2Request(session);
+  guard(req, {} as Res);
+  assert.deepEqual([handled.length, closedWith], [6, []]);
 });
 
 test("HTTP/1.1 requests pass through", () => {

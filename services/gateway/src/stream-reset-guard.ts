@@ -9,6 +9,9 @@ export interface StreamResetLimits {
   readonly streamResetsPerSecond: number;
 }
 
+/** A client reset within this long of its stream's start counts against the connection's allowance. */
+export const RAPID_RESET_MS = 1_000;
+
 interface Allowance {
   level: number;
   atMs: number;
@@ -18,7 +21,7 @@ interface Allowance {
  * Against a "rapid reset" peer (open a stream, cancel it at once, repeat): each stream costs the
  * gateway its full handling, but frees its concurrency slot at once, so `maxConcurrentStreams`
  * does not bound the cost. Each HTTP/2 connection gets an allowance of client resets (streams the
- * client cancelled before their answer ended); once spent, its new streams are refused at once
+ * client cancelled within RAPID_RESET_MS of their start, before their answer ended); once spent, its new streams are refused at once
  * with RST_STREAM(ENHANCE_YOUR_CALM) — a few microseconds each, before any parsing or handler —
  * until the allowance refills. Other connections are untouched. HTTP/1.1 is passed through.
  */
@@ -45,9 +48,12 @@ export function guardStreamResets(handler: Handler, limits: StreamResetLimits, n
       req.stream.close(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
       return;
     }
-    // 'aborted': the client reset the stream before the answer ended.
+    // 'aborted': the client reset the stream before the answer ended. Only a reset soon after the
+    // stream began counts: streams that live longer are bounded by maxConcurrentStreams already,
+    // and a caller whose own deadline ends a slow call is not an attacker.
+    const startedMs = now();
     req.once("aborted", () => {
-      allowanceOf(session).level -= 1;
+      if (now() - startedMs < RAPID_RESET_MS) allowanceOf(session).level -= 1;
     });
     handler(req, res);
   };
