@@ -9,9 +9,18 @@
  * e2e/fair-admission.test.ts; the README's security table lists all of them.
  */
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import https from "node:https";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { after, before, describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
-import { Code } from "@connectrpc/connect";
+import { type Client, Code, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { selfSignedCert } from "@shoal/common/self-signed";
 import { Kafka, logLevel } from "kafkajs";
 import { encodeEnvelope, jobsTopic } from "@shoal/common";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
@@ -19,7 +28,9 @@ import { JobEnvelopeSchema } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { idleSession, neverReads, silent, slowBody, slowHeaders, streamFlood } from "./harness/attacks.ts";
 import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor, codeOf } from "./harness/clients.ts";
-import { scrape } from "./harness/prometheus.ts";
+import type { ServiceProcess } from "./harness/service-process.ts";
+import { scrape, total } from "./harness/prometheus.ts";
+import { waitFor } from "./harness/wait.ts";
 
 const LIMITS = {
   SHOAL_HEADERS_TIMEOUT_MS: "1000",
@@ -27,47 +38,91 @@ const LIMITS = {
   SHOAL_SNIFF_TIMEOUT_MS: "1000",
   SHOAL_IDLE_TIMEOUT_MS: "2000",
   SHOAL_MAX_CONCURRENT_STREAMS: "16",
+  SHOAL_STREAM_RESET_BURST: "20",
+  SHOAL_STREAM_RESETS_PER_SECOND: "20",
 };
 const POLITE_CALLS = 40;
 
-describe("adversarial suite: hostile peers get bounded answers; other callers keep their latency", () => {
-  let cluster: TestCluster;
-  let url: string;
-  let embedModel: string;
-  let rerankModel: string;
-  let baselineP99 = 0;
+/**
+ * The polite caller: sequential one-text Embeds; every one must succeed. `measureBaseline` takes
+ * its unloaded p99; `underAttack` runs it beside an attack and checks the bound (2× + 100 ms) and
+ * that every service is still running.
+ */
+class PoliteCaller {
+  baselineP99 = 0;
+  /** Where the slowest call of the last run spent its time. */
+  private slowest = "";
 
-  /** The polite caller: sequential one-text Embeds over gRPC; every one must succeed. */
-  async function politeP99(calls = POLITE_CALLS): Promise<number> {
-    const { inference } = clientsFor(url, "grpc");
+  constructor(
+    private readonly client: () => Client<typeof InferenceService>,
+    private readonly model: () => string,
+    private readonly services: () => readonly ServiceProcess[],
+  ) {}
+
+  async p99(calls = POLITE_CALLS, inference = this.client()): Promise<number> {
     const took: number[] = [];
+    const started = performance.now();
     for (let i = 0; i < calls; i++) {
       const t = performance.now();
-      const r = await inference.embed({ model: embedModel, inputs: [`polite call ${i}`] }, { timeoutMs: 10_000 });
-      took.push(performance.now() - t);
+      const r = await inference.embed({ model: this.model(), inputs: [`polite call ${i}`] }, { timeoutMs: 10_000 });
+      const ms = performance.now() - t;
+      if (ms > Math.max(0, ...took)) {
+        const s = r.timing;
+        this.slowest = `slowest ${ms.toFixed(0)} ms at +${(t - started).toFixed(0)} ms: gateway ${s?.totalMs.toFixed(0)} ms, of which ${s?.queueMs.toFixed(0)} ms until the worker started it`;
+      }
+      took.push(ms);
       assert.equal(r.embeddings.length, 1);
     }
     took.sort((a, b) => a - b);
     return took[Math.min(took.length - 1, Math.ceil(0.99 * took.length) - 1)]!;
   }
 
-  /** Runs the attack and the polite caller together; asserts the polite caller's p99 bound and that both services are alive. */
-  async function underAttack<T>(name: string, attack: () => Promise<T>, opts: { latencyBound?: boolean } = {}): Promise<T> {
-    const [result, p99] = await Promise.all([attack(), politeP99()]);
-    const bound = 2 * baselineP99 + 100;
-    console.error(`adversarial: ${name}: polite p99 ${p99.toFixed(1)} ms (unloaded ${baselineP99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms)`);
+  async measureBaseline(): Promise<void> {
+    await this.p99(10); // warm
+    this.baselineP99 = await this.p99();
+    console.error(`adversarial: unloaded: polite p99 ${this.baselineP99.toFixed(1)} ms; ${this.slowest}`);
+  }
+
+  /** Runs the attack and the polite caller together; asserts the polite caller's p99 bound and that the services are alive. */
+  async underAttack<T>(name: string, attack: () => Promise<T>, opts: { latencyBound?: boolean } = {}): Promise<T> {
+    // The polite caller's connection is open before the attack starts, as a caller's would be
+    // (its own TLS handshake racing 30 attacking ones measured the handshakes, not the attack).
+    const inference = this.client();
+    await inference.embed({ model: this.model(), inputs: ["polite warm-up"] });
+    const [result, p99] = await Promise.all([attack(), this.p99(POLITE_CALLS, inference)]);
+    const bound = 2 * this.baselineP99 + 100;
+    console.error(
+      `adversarial: ${name}: polite p99 ${p99.toFixed(1)} ms (unloaded ${this.baselineP99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms); ${this.slowest}`,
+    );
     if (opts.latencyBound !== false) assert.ok(p99 <= bound, `${name}: polite p99 ${p99.toFixed(1)} ms over ${bound.toFixed(0)} ms`);
-    for (const p of [...cluster.gateways, ...cluster.workers]) assert.ok(p.running, `${name}: ${p.name} still running`);
+    for (const p of this.services()) assert.ok(p.running, `${name}: ${p.name} still running`);
     return result;
   }
+}
+
+describe("adversarial suite: hostile peers get bounded answers; other callers keep their latency", () => {
+  let cluster: TestCluster;
+  let url: string;
+  let embedModel: string;
+  let rerankModel: string;
+  const polite = new PoliteCaller(
+    () => clientsFor(url, "grpc").inference,
+    () => embedModel,
+    () => [...cluster.gateways, ...cluster.workers],
+  );
+  /** Jobs the worker has answered, all statuses (its /metrics). */
+  async function workerJobs(): Promise<number> {
+    const line = await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs");
+    return total(await scrape(`http://127.0.0.1:${String(line["httpPort"])}/metrics`), "shoal_worker_jobs_total");
+  }
+  const underAttack = <T>(name: string, attack: () => Promise<T>, opts: { latencyBound?: boolean } = {}): Promise<T> => polite.underAttack(name, attack, opts);
 
   before(async () => {
     cluster = await startCluster({ gateways: 1, workers: 1, presets: ["tiny", "tiny-rerank"], gatewayEnv: LIMITS });
     url = cluster.urls[0]!;
     embedModel = cluster.modelIds.find((m) => m.includes("embed"))!;
     rerankModel = cluster.modelIds.find((m) => m.includes("rerank"))!;
-    await politeP99(10); // warm
-    baselineP99 = await politeP99();
+    await polite.measureBaseline();
   });
   after(async () => {
     await cluster?.stop();
@@ -152,32 +207,60 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
     assert.ok(grown < 40, `metrics grew by ${grown} lines after 300 distinct names`);
   });
 
-  test("cancel flood: 300 calls aborted right after sending leave both services serving, nothing lost", async () => {
-    const { inference } = clientsFor(url, "grpc");
-    // Waves of 10: a flood of cancel records, not 300 jobs queued at once on the one worker the
-    // polite caller also uses (that would measure a load, not the cancels).
-    const aborted = await underAttack(
-      "cancel flood",
-      async () => {
-        const out: { code: Code; message: string }[] = [];
-        for (let wave = 0; wave < 30; wave++)
-          out.push(
-            ...(await Promise.all(
-              Array.from({ length: 10 }, async (_, i) => {
-                const ac = new AbortController();
-                const call = codeOf(inference.embed({ model: embedModel, inputs: [`cancel me ${wave}-${i}`] }, { signal: ac.signal }));
-                setTimeout(() => ac.abort(), 1);
-                return call;
-              }),
-            )),
-          );
-        return out;
-        // Not yet within the bound: the polite p99 was 136–270 ms against ~50 ms unloaded in four
-        // runs (an open finding of #19, printed above); the services must stay up and serving.
-      },
-      { latencyBound: false },
+  test("cancel flood: 300 calls aborted right after sending; past its reset allowance the connection's streams are refused; jobs of departed callers are withdrawn", async () => {
+    const abandoned = async (how: string): Promise<number> => total(await scrape(`${url}/metrics`), "shoal_gateway_abandoned_jobs_total", { how });
+    // The attacker is its own process, as it would be: in this one its client work shared the
+    // polite caller's event loop and added ~100 ms to the polite answers it overlapped.
+    const attacker = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "harness/cancel-flood.ts"), url, embedModel, "300"], {
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    const lines = createInterface({ input: attacker.stdout! });
+    const nextLine = (): Promise<string> => new Promise((resolve) => lines.once("line", resolve));
+    assert.equal(await nextLine(), "ready");
+    const [jobs0, sent0, withdrawn0, cancelled0] = [
+      await workerJobs(),
+      await abandoned("not_sent"),
+      await abandoned("withdrawn"),
+      await abandoned("cancel_sent"),
+    ];
+    // Waves of 10, each call aborted 1 ms after it is sent: a flood of resets and cancels, not
+    // 300 jobs queued at once on the one worker the polite caller also uses.
+    const flood = await underAttack("cancel flood", async () => {
+      const done = nextLine();
+      attacker.stdin!.write("go\n");
+      return JSON.parse(await done) as { codes: Record<string, number>; odd: string[]; ms: number };
+    });
+    attacker.stdin!.end();
+    // Canceled; or, once its connection's reset allowance is spent, refused with
+    // RST_STREAM(ENHANCE_YOUR_CALM) (Internal to the client); or its own session cut under it.
+    assert.equal(
+      Object.values(flood.codes).reduce((a, b) => a + b, 0),
+      300,
     );
-    assert.equal(aborted.length, 300);
+    assert.ok(
+      Object.keys(flood.codes).every((c) => c === "Canceled" || c === "Internal"),
+      `aborted calls ended with ${JSON.stringify(flood.codes)}: ${flood.odd.join(" | ")}`,
+    );
+    assert.ok(
+      flood.odd.every((m) => /^Internal: (Stream closed with error code NGHTTP2_ENHANCE_YOUR_CALM|Session closed)/.test(m)),
+      flood.odd.join(" | "),
+    );
+    // Every job a departed caller left behind either never went out (not sent, or withdrawn from
+    // the producer's queue) or was followed by its cancel; only the latter can reach the worker.
+    const cancelSent = async (): Promise<number> => (await abandoned("cancel_sent")) - cancelled0;
+    // Less the polite caller's calls and its warm-up call.
+    const reached = async (): Promise<number> => (await workerJobs()) - jobs0 - POLITE_CALLS - 1;
+    await waitFor(async () => (await reached()) >= (await cancelSent()), 10_000, 100);
+    const figures = {
+      notSent: (await abandoned("not_sent")) - sent0,
+      withdrawn: (await abandoned("withdrawn")) - withdrawn0,
+      cancelSent: await cancelSent(),
+      reachedWorker: await reached(),
+    };
+    console.error(`adversarial: cancel flood: ${flood.ms.toFixed(0)} ms; ${JSON.stringify({ ...figures, codes: flood.codes })}`);
+    // Equal but for a share-group redelivery now and then (a lock that ran out on a loaded machine).
+    assert.ok(figures.reachedWorker <= figures.cancelSent + 5, "only jobs followed by a cancel reached the worker");
+    assert.ok(figures.notSent + figures.withdrawn + figures.cancelSent <= 300);
     // Calls that were not cancelled still answer after the flood.
     const { inference: after } = clientsFor(url, "connect");
     const r = await after.embed({ model: embedModel, inputs: ["after the flood"] });
@@ -215,7 +298,7 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
       }
     });
     await producer.disconnect();
-    for (let waited = 0; dropped() - before < 200 && waited < 20_000; waited += 100) await new Promise((r) => setTimeout(r, 100));
+    await waitFor(() => dropped() - before >= 200, 20_000, 100);
     assert.equal(dropped() - before, 200, "every result to a missing reply topic was dropped, none retried for long");
   });
 
@@ -224,13 +307,80 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
     const body = JSON.stringify({ model: embedModel, input: Array.from({ length: 256 }, (_, i) => `w${i}`) });
     const request = `POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
     // The answers are computed first; the polite caller then runs while they sit unread.
+    const jobs0 = await workerJobs();
     const readers = Promise.all(Array.from({ length: 10 }, () => neverReads(url, request, 6_000)));
-    await new Promise((r) => setTimeout(r, 2_500));
+    assert.ok(await waitFor(async () => (await workerJobs()) - jobs0 >= 10, 5_000, 100), "the 10 answers were computed");
     await underAttack("never-reading clients", () => Promise.resolve());
     const buffered = await readers;
     assert.ok(
       buffered.every((b) => b > 10_000),
       `each answer was produced and waited for its reader: ${buffered.join(", ")} bytes`,
     );
+  });
+});
+
+describe("adversarial suite, TLS listener: HTTP/1.1 over TLS has the same slowloris limits", () => {
+  const dir = mkdtempSync(join(tmpdir(), "shoal-e2e-adversarial-tls-"));
+  let cluster: TestCluster;
+  let httpsUrl: string;
+  let model: string;
+  let ca: Buffer;
+  const polite = new PoliteCaller(
+    () => createClient(InferenceService, createGrpcTransport({ baseUrl: httpsUrl, nodeOptions: { ca } })),
+    () => model,
+    () => [...cluster.gateways, ...cluster.workers],
+  );
+
+  before(async () => {
+    // Fails loudly without the openssl CLI (infra/dev/setup-system.sh installs it).
+    const pair = selfSignedCert(dir, "gateway", "DNS:localhost,IP:127.0.0.1");
+    ca = readFileSync(pair.cert);
+    cluster = await startCluster({ gatewayEnv: { ...LIMITS, SHOAL_TLS_CERT_FILE: pair.cert, SHOAL_TLS_KEY_FILE: pair.key } });
+    httpsUrl = cluster.urls[0]!.replace("http://", "https://");
+    model = cluster.modelIds[0]!;
+    await polite.measureBaseline();
+  });
+  after(async () => {
+    await cluster?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("slowloris over TLS, HTTP/1.1 headers: 30 connections dripping a header byte every 200 ms are cut", async () => {
+    const cuts = await polite.underAttack("TLS slow headers", () => Promise.all(Array.from({ length: 30 }, () => slowHeaders(httpsUrl, 200, 8_000))));
+    console.error(
+      `adversarial: TLS slow headers: cut after ${Math.min(...cuts.map((c) => c.closedAfterMs)).toFixed(0)}–${Math.max(...cuts.map((c) => c.closedAfterMs)).toFixed(0)} ms`,
+    );
+    for (const c of cuts) assert.ok(c.closedAfterMs < 4_000, `cut after ${c.closedAfterMs} ms (headers timeout 1000 ms); answered '${c.reply}'`);
+  });
+
+  test("slowloris over TLS, HTTP/1.1 body: 30 requests trickling their body are cut by the request timeout", async () => {
+    const cuts = await polite.underAttack("TLS slow body", () => Promise.all(Array.from({ length: 30 }, () => slowBody(httpsUrl, 100, 10_000))));
+    console.error(
+      `adversarial: TLS slow body: cut after ${Math.min(...cuts.map((c) => c.closedAfterMs)).toFixed(0)}–${Math.max(...cuts.map((c) => c.closedAfterMs)).toFixed(0)} ms`,
+    );
+    for (const c of cuts) assert.ok(c.closedAfterMs < 6_000, `cut after ${c.closedAfterMs} ms (request timeout 3000 ms)`);
+  });
+
+  test("a keep-alive HTTPS/1.1 connection idle between requests is not cut by the headers deadline", async () => {
+    const agent = new https.Agent({ keepAlive: true, maxSockets: 1, ca });
+    const post = (body: string): Promise<{ status: number; socket: unknown }> =>
+      new Promise((resolve, reject) => {
+        const req = https.request(`${httpsUrl}/v1/embeddings`, { method: "POST", agent, headers: { "content-type": "application/json" } }, (res) => {
+          res.resume();
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, socket: req.socket }));
+        });
+        req.on("error", reject);
+        req.end(body);
+      });
+    const first = await post(JSON.stringify({ model, input: "first" }));
+    // Idle past the headers timeout (1 s) but within the idle timeout (2 s), then a second request.
+    await new Promise((r) => setTimeout(r, 1_500));
+    const second = await post(JSON.stringify({ model, input: "second" }));
+    // Again: a deadline left armed by the second request would have cut the connection by now.
+    await new Promise((r) => setTimeout(r, 1_500));
+    const third = await post(JSON.stringify({ model, input: "third" }));
+    agent.destroy();
+    assert.deepEqual([first.status, second.status, third.status], [200, 200, 200]);
+    assert.ok(second.socket === first.socket && third.socket === first.socket, "the same connection served all three");
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Seeded, bounded fuzzing of every way into the gateway and the worker: Connect JSON and binary,
  * gRPC-Web and gRPC (raw HTTP/2 streams and a real client with random field values), raw bytes on
- * the TCP port, and random or mutated records on the jobs topics and the gateway's reply topic.
+ * the TCP port, and random or mutated records on the jobs topics and the gateway's reply topic
+ * (a tenth of the job records name a legal reply topic that does not exist).
  * Each case must end, in time, with a valid Connect/gRPC status (or a clean 4xx off the RPC
  * paths); afterwards both processes are alive, serve a normal Embed and are back near their
  * memory baseline. Reproduce a run with SHOAL_FUZZ_SEED=<seed printed>; SHOAL_FUZZ_SCALE=0.1
@@ -745,8 +746,9 @@ function kafkaValue(r: Rng, kind: "kafka-jobs" | "kafka-replies", models: readon
             model: r.chance(0.8) ? r.pick(models) : text(r, 20),
             deadlineUnixMs: BigInt(r.pick([0, Date.now() - 1_000, Date.now() + 200, Date.now() + 5_000, 2 ** 52])),
             enqueuedUnixMs: BigInt(r.chance(0.9) ? Date.now() : r.int(2 ** 31)),
-            // Replies go where someone listens: the fuzzed gateway's topic, its one partition.
-            replyTo: { topic: ownReplyTopic, partition: 0 },
+            // Mostly where someone listens (the fuzzed gateway's topic, its one partition); one in
+            // ten names a legal reply topic that does not exist: the worker drops such results at once.
+            replyTo: { topic: r.chance(0.9) ? ownReplyTopic : `${MISSING_REPLY_PREFIX}${r.int(40)}`, partition: 0 },
             attempt: r.int(5),
             lane: r.pick([0, 1, 2, 9]),
             tenant: r.chance(0.5) ? "" : text(r, 20),
@@ -775,17 +777,29 @@ function kafkaValue(r: Rng, kind: "kafka-jobs" | "kafka-replies", models: readon
   return roll < 6 ? mutateBytes(r, valid) : Buffer.from(valid);
 }
 
+/** Legal reply topics that no gateway has: a tenth of the job records name one. */
+const MISSING_REPLY_PREFIX = "shoal.replies.fuzz-nobody-";
+
 /**
- * Whether a job record would send its result to a reply topic partition other than the fuzzed
- * gateway's. Such records are left out: a legal reply topic that does not exist stalls the
- * worker's result producer while kafkajs retries it (tens of seconds per record; reported, see
- * the worker's result sink), which is not what this test measures. Illegal names are kept: the
- * codec rejects them.
+ * Whether a job record names a partition of the fuzzed gateway's reply topic other than its one
+ * partition (a mutation can make one). Such records are left out: the topic exists, so the
+ * worker's look-up passes, and producing to the missing partition is retried for seconds before
+ * the result is dropped, which is not what this test measures. Reply topics that do not exist
+ * are kept (the worker drops their results at once), and illegal names too (the codec rejects them).
  */
-function repliesElsewhere(value: Buffer, ownReplyTopic: string): boolean {
+function repliesToMissingPartition(value: Buffer, ownReplyTopic: string): boolean {
   try {
     const e = decodeEnvelope(value);
-    return e.replyTo?.topic !== ownReplyTopic || e.replyTo.partition !== 0;
+    return e.replyTo?.topic === ownReplyTopic && e.replyTo.partition !== 0;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether a job record (as produced) is a decodable job naming a reply topic that does not exist. */
+function repliesNowhere(value: Buffer): boolean {
+  try {
+    return decodeEnvelope(value).replyTo?.topic.startsWith(MISSING_REPLY_PREFIX) === true;
   } catch {
     return false;
   }
@@ -894,6 +908,10 @@ describe(`fuzzing the gateway and the worker (seed ${SEED}; SHOAL_FUZZ_SEED=${SE
     await producer.connect();
     const ownReplyTopic = replyTopic(`${cluster.pool}-g0`);
     let excluded = 0;
+    let toMissingTopics = 0;
+    const worker0 = cluster.workers[0]!;
+    const droppedResults = (): number => worker0.logs.filter((l) => typeof l.msg === "string" && l.msg.startsWith("reply topic does not exist")).length;
+    const dropped0 = droppedResults();
     const kafkaRecords = async (): Promise<void> => {
       for (const kind of ONLY === undefined ? (["kafka-jobs", "kafka-replies"] as const) : []) {
         const n = Math.ceil(COUNTS[kind] * SCALE);
@@ -906,10 +924,11 @@ describe(`fuzzing the gateway and the worker (seed ${SEED}; SHOAL_FUZZ_SEED=${SE
               partition: kind === "kafka-jobs" ? r.int(4) : 0,
               key: r.chance(0.5) ? null : r.bytes(r.int(40)),
               value: ((v) => {
-                if (kind === "kafka-jobs" && repliesElsewhere(v, ownReplyTopic)) {
+                if (kind === "kafka-jobs" && repliesToMissingPartition(v, ownReplyTopic)) {
                   excluded++;
                   return r.bytes(8);
                 }
+                if (kind === "kafka-jobs" && repliesNowhere(v)) toMissingTopics++;
                 return v;
               })(kafkaValue(r, kind, models, ownReplyTopic)),
               headers: r.chance(0.3)
@@ -964,7 +983,8 @@ describe(`fuzzing the gateway and the worker (seed ${SEED}; SHOAL_FUZZ_SEED=${SE
       `seed ${SEED}: ${total} cases in ${seconds.toFixed(1)} s`,
       `per kind: ${[...tally.counts].map(([k, n]) => `${k} ${n}`).join(", ")}`,
       `slowest case per kind (ms): ${[...tally.slowest].map(([k, ms]) => `${k} ${ms.toFixed(0)}`).join(", ")}`,
-      `job records mutated into another reply topic, replaced by noise: ${excluded}`,
+      `job records mutated into another partition of the reply topic, replaced by noise: ${excluded}`,
+      `decodable job records naming a reply topic that does not exist: ${toMissingTopics}; results dropped for a missing reply topic: ${droppedResults() - dropped0}`,
       "status histogram:",
       ...[...tally.histogram].sort(([a], [b]) => a.localeCompare(b)).map(([k, n]) => `  ${k}: ${n}`),
     ];
@@ -1001,6 +1021,9 @@ describe(`fuzzing the gateway and the worker (seed ${SEED}; SHOAL_FUZZ_SEED=${SE
       );
 
     assert.deepEqual(tally.failures, [], `seed ${SEED}: ${tally.failures.length} failing cases`);
+    // Jobs answered to a reply topic nobody has: their results were dropped (and, above, everyone
+    // else's calls were answered in bounded time meanwhile).
+    if (toMissingTopics >= 10) assert.ok(droppedResults() - dropped0 > 0, `none of ${toMissingTopics} results to missing reply topics was dropped`);
     if (ONLY === undefined) assert.ok(total >= 10_000 * SCALE, `only ${total} cases`);
     assert.equal(fatal.length, 0, "errors logged by the services");
     assert.ok(heapAfter - heapBefore < HEAP_GROWTH_LIMIT_MB, `gateway JS heap grew by ${(heapAfter - heapBefore).toFixed(0)} MB`);

@@ -4,6 +4,7 @@
  */
 import http2 from "node:http2";
 import net from "node:net";
+import tls from "node:tls";
 
 /** How the server ended an attacking connection. */
 export interface Cut {
@@ -18,14 +19,20 @@ function endpoint(url: string): { host: string; port: number } {
   return { host: u.hostname, port: Number(u.port) };
 }
 
+/** A raw connection to `url`: TCP for http:, TLS with ALPN http/1.1 for https: (any certificate accepted). */
+function rawConnect(url: string): net.Socket {
+  if (new URL(url).protocol !== "https:") return net.connect(endpoint(url));
+  return tls.connect({ ...endpoint(url), servername: "localhost", rejectUnauthorized: false, ALPNProtocols: ["http/1.1"] });
+}
+
 /**
- * Opens a connection, then writes `chunks` one every `everyMs` (a slowloris when each is a byte of
- * a header), and waits for the server to close it, at most `horizonMs`.
+ * Opens a connection (TLS for an https: url), then writes `chunks` one every `everyMs` (a slowloris
+ * when each is a byte of a header), and waits for the server to close it, at most `horizonMs`.
  */
 export function slowWriter(url: string, chunks: readonly string[], everyMs: number, horizonMs: number): Promise<Cut> {
   const started = performance.now();
   return new Promise((resolve) => {
-    const socket = net.connect(endpoint(url));
+    const socket = rawConnect(url);
     let reply = "";
     let i = 0;
     const drip = setInterval(() => {

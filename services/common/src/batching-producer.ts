@@ -5,6 +5,8 @@ import { signedKindOf } from "./topics.ts";
 
 interface Queued {
   readonly topic: string;
+  /** The record as given to `send` (what `withdraw` is asked about). */
+  readonly original: Message;
   readonly message: Message;
   readonly resolve: () => void;
   readonly reject: (err: unknown) => void;
@@ -15,6 +17,12 @@ export interface BatchingProducer {
   connect(): Promise<void>;
   /** Resolves once the broker has the record on all in-sync replicas. */
   send(topic: string, message: Message): Promise<void>;
+  /**
+   * Takes back a record given to `send` that still waits behind the request in flight (not yet
+   * handed to kafkajs): it is never written, and its `send` rejects with RecordWithdrawnError.
+   * @returns whether it was withdrawn (false: already on its way, or unknown)
+   */
+  withdraw(message: Message): boolean;
   /** Waits for queued records, then disconnects. Idempotent. */
   disconnect(): Promise<void>;
 }
@@ -22,6 +30,11 @@ export interface BatchingProducer {
 /** Thrown by `send` when the producer is not connected (not started, or stopping). */
 export class ProducerClosedError extends Error {
   override readonly name = "ProducerClosedError";
+}
+
+/** Rejects `send` for a record taken back with `withdraw` before it went out. */
+export class RecordWithdrawnError extends Error {
+  override readonly name = "RecordWithdrawnError";
 }
 
 /**
@@ -143,9 +156,16 @@ export function createBatchingProducer(
     send(topic, message) {
       if (!connected) return Promise.reject(new ProducerClosedError(`${opts.name} is not connected`));
       return new Promise<void>((resolve, reject) => {
-        queue.push({ topic, message: signed(topic, message), resolve, reject });
+        queue.push({ topic, original: message, message: signed(topic, message), resolve, reject });
         flush();
       });
+    },
+    withdraw(message) {
+      const i = queue.findIndex((q) => q.original === message);
+      if (i < 0) return false;
+      const [q] = queue.splice(i, 1);
+      q!.reject(new RecordWithdrawnError("withdrawn before it was sent"));
+      return true;
     },
     async disconnect() {
       if (!connected) return;

@@ -56,7 +56,7 @@ export {
   type RecordSigner,
   type SignedKind,
 } from "./record-signer.ts";
-export { createBatchingProducer, ProducerClosedError, type BatchingProducer } from "./batching-producer.ts";
+export { createBatchingProducer, ProducerClosedError, RecordWithdrawnError, type BatchingProducer } from "./batching-producer.ts";
 export { vectorsToBytes, bytesToVectors } from "./vectors.ts";
 export {
   loadCatalog,

@@ -187,6 +187,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       admission,
       onAdmitted: (lane, tokens) => lagMonitor?.observeJob(lane, tokens),
       onRejected: (lane, reason) => metrics.admissionRejections.inc({ lane, reason }),
+      onAbandoned: (how) => metrics.abandonedJobs.inc({ how }),
       dispatch,
     });
     // Outermost first: the trace and the metrics see the final, mapped code (and the caller's

@@ -94,6 +94,8 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
       headersTimeoutMs: r.int("SHOAL_HEADERS_TIMEOUT_MS", 10_000, { min: 100 }),
       requestTimeoutMs: r.int("SHOAL_REQUEST_TIMEOUT_MS", 60_000, { min: 100 }),
       sniffTimeoutMs: r.int("SHOAL_SNIFF_TIMEOUT_MS", 5_000, { min: 100 }),
+      streamResetBurst: r.int("SHOAL_STREAM_RESET_BURST", 200, { min: 1 }),
+      streamResetsPerSecond: r.int("SHOAL_STREAM_RESETS_PER_SECOND", 20, { min: 1 }),
     },
     port: r.int("SHOAL_PORT", 8080, { min: 0, max: 65535 }),
     instanceId,

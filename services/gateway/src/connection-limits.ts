@@ -1,5 +1,7 @@
+import type { StreamResetLimits } from "./stream-reset-guard.ts";
+
 /** Limits against slow and greedy peers, applied by both server shapes (plain dual-protocol and TLS). */
-export interface ConnectionLimits {
+export interface ConnectionLimits extends StreamResetLimits {
   /** Open TCP connections; more are refused at accept. */
   readonly maxConnections: number;
   /** HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
@@ -22,4 +24,6 @@ export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 60_000,
   sniffTimeoutMs: 5_000,
+  streamResetBurst: 200,
+  streamResetsPerSecond: 20,
 };

@@ -5,6 +5,7 @@ import { closeGracefully, listenOn } from "@shoal/common";
 
 import type { Handler } from "./http-types.ts";
 import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./connection-limits.ts";
+import { guardStreamResets } from "./stream-reset-guard.ts";
 
 /** One TCP port that speaks HTTP/1.1 (browsers, Connect JSON, gRPC-Web) and h2c (gRPC). */
 export interface DualServer {
@@ -37,7 +38,7 @@ export function createDualServer(handler: Handler, opts: { maxHeaderBytes?: numb
   // and this one never listens: its sockets are handed over by the sniffer below. Without this, a
   // slowloris peer on HTTP/1.1 was never cut (e2e/adversarial.test.ts).
   h1.emit("listening");
-  const h2 = http2.createServer({ settings: { maxConcurrentStreams: limits.maxConcurrentStreams } }, handler);
+  const h2 = http2.createServer({ settings: { maxConcurrentStreams: limits.maxConcurrentStreams } }, guardStreamResets(handler, limits));
   h2.setTimeout(limits.idleTimeoutMs);
   const sockets = new Set<Socket>();
   const h2Sessions = new Set<http2.ServerHttp2Session>();

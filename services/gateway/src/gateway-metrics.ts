@@ -7,6 +7,7 @@ export interface GatewayMetrics {
   readonly duration: Histogram<"method" | "model" | "code">;
   readonly inFlight: Gauge;
   readonly admissionRejections: Counter<"lane" | "reason">;
+  readonly abandonedJobs: Counter<"how">;
   readonly resultsDropped: Counter;
   readonly recordsRejected: Counter<"reason">;
   readonly queueLag: Gauge<"pool" | "lane">;
@@ -59,6 +60,12 @@ export function createGatewayMetrics(inFlight: () => number, lag: () => Readonly
       name: "shoal_gateway_rescued_jobs_total",
       help: "Routed jobs written again to the shared topic because their worker went away before answering",
       labelNames: ["worker"],
+      registers: [registry],
+    }),
+    abandonedJobs: new Counter({
+      name: "shoal_gateway_abandoned_jobs_total",
+      help: "Calls that ended without their result (caller gone, deadline), by what became of the job: not_sent (the caller left before it was produced), withdrawn (taken back before it went out), cancel_sent",
+      labelNames: ["how"],
       registers: [registry],
     }),
     resultsDropped: new Counter({

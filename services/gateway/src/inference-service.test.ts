@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
 import { beforeEach, describe, test } from "node:test";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { Code, createContextValues, createHandlerContext, type HandlerContext } from "@connectrpc/connect";
-import { decodeEnvelope, type Catalog, type CatalogModel } from "@shoal/common";
+import { Code, ConnectError, createContextValues, createHandlerContext, type HandlerContext } from "@connectrpc/connect";
+import { cancelTopic, decodeCancel, decodeEnvelope, type Catalog, type CatalogModel } from "@shoal/common";
+import type { Message } from "kafkajs";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import {
   ClassifyRequestSchema,
@@ -17,7 +18,7 @@ import {
 import { JobResultSchema, JobStatus, type JobEnvelope } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { Admission } from "./admission.ts";
 import { toConnectError } from "./errors.ts";
-import { createInferenceService } from "./inference-service.ts";
+import { type AbandonedJob, createInferenceService } from "./inference-service.ts";
 import type { JobProducer } from "./job-producer.ts";
 import { PendingJobs } from "./pending-jobs.ts";
 
@@ -46,10 +47,28 @@ function harness() {
   const sent: { topic: string; envelope: JobEnvelope }[] = [];
   const admitted: number[] = [];
   let worker: (env: JobEnvelope) => Output = () => ({ case: undefined });
+  /** Records waiting behind a request in flight (set `holding`): neither sent nor answered. */
+  const held: Message[] = [];
+  const cancels: string[] = [];
+  const abandoned: AbandonedJob[] = [];
+  const state = { holding: false };
   const producer: JobProducer = {
     start: async () => undefined,
     stop: async () => undefined,
+    withdraw(message) {
+      const i = held.indexOf(message);
+      if (i >= 0) held.splice(i, 1);
+      return i >= 0;
+    },
     async send(topic, message) {
+      if (topic === cancelTopic("p")) {
+        cancels.push(decodeCancel(message.value as Buffer).jobId);
+        return;
+      }
+      if (state.holding) {
+        held.push(message);
+        return new Promise<void>(() => undefined);
+      }
       const envelope = decodeEnvelope(message.value as Buffer);
       sent.push({ topic, envelope });
       queueMicrotask(() =>
@@ -79,23 +98,28 @@ function harness() {
     admission: new Admission({ interactive: limits, batch: limits }),
     onAdmitted: (_lane, tokens) => admitted.push(tokens),
     onRejected: () => undefined,
+    onAbandoned: (how) => abandoned.push(how),
   });
   return {
     service,
     sent,
+    held,
+    cancels,
+    abandoned,
+    state,
     admitted,
     answer: (fn: (env: JobEnvelope) => Output) => (worker = fn),
   };
 }
 
-function ctxFor(method: (typeof InferenceService.method)[keyof typeof InferenceService.method]): HandlerContext {
+function ctxFor(method: (typeof InferenceService.method)[keyof typeof InferenceService.method], signal = new AbortController().signal): HandlerContext {
   return createHandlerContext({
     service: InferenceService,
     method,
     protocolName: "test",
     requestMethod: "POST",
     url: "/test",
-    requestSignal: new AbortController().signal,
+    requestSignal: signal,
     requestHeader: new Headers(),
     contextValues: createContextValues(),
   });
@@ -261,5 +285,39 @@ describe("InferenceService handlers over a stand-in queue (real PendingJobs and 
       /^query: empty text$/,
     );
     assert.equal(h.sent.length, 0);
+  });
+  test("a caller gone before its job is produced: Canceled, and nothing is sent, not even a cancel", async () => {
+    const ac = new AbortController();
+    ac.abort();
+    await rejects(
+      h.service.embed(create(EmbedRequestSchema, { model: "emb", inputs: ["x"] }), ctxFor(InferenceService.method.embed, ac.signal)),
+      Code.Canceled,
+      /left before its job was sent/,
+    );
+    assert.deepEqual([h.sent.length, h.held.length, h.cancels, h.abandoned], [0, 0, [], ["not_sent"]]);
+  });
+
+  test("a caller that leaves while its job waits behind the request in flight: the job is withdrawn, no cancel", async () => {
+    h.state.holding = true;
+    const ac = new AbortController();
+    const call = h.service.embed(create(EmbedRequestSchema, { model: "emb", inputs: ["x"] }), ctxFor(InferenceService.method.embed, ac.signal));
+    await new Promise((r) => setImmediate(r));
+    assert.equal(h.held.length, 1);
+    ac.abort(new ConnectError("client went away", Code.Canceled));
+    await rejects(call, Code.Canceled, /client went away/);
+    assert.deepEqual([h.held.length, h.cancels, h.abandoned], [0, [], ["withdrawn"]]);
+  });
+
+  test("a caller that leaves after its job went out: a cancel record for that job follows it", async () => {
+    h.answer(() => ({ case: undefined }));
+    h.state.holding = true;
+    const ac = new AbortController();
+    const call = h.service.embed(create(EmbedRequestSchema, { model: "emb", inputs: ["x"] }), ctxFor(InferenceService.method.embed, ac.signal));
+    await new Promise((r) => setImmediate(r));
+    const jobId = decodeEnvelope(h.held[0]!.value as Buffer).jobId;
+    h.held.length = 0; // handed to the broker: no longer withdrawable
+    ac.abort(new ConnectError("client went away", Code.Canceled));
+    await rejects(call, Code.Canceled, /client went away/);
+    assert.deepEqual([h.cancels, h.abandoned], [[jobId], ["cancel_sent"]]);
   });
 });

@@ -33,7 +33,7 @@ import {
 } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { Truncation } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { JobCancelSchema, JobEnvelopeSchema, JobStatus, type JobResult, type ScoresOutput } from "@shoal/gen/shoal/v1/job_pb.ts";
-import { AdmissionRejectedError, JobFailedError, QueueUnavailableError } from "./errors.ts";
+import { AdmissionRejectedError, CallCancelledError, JobFailedError, QueueUnavailableError } from "./errors.ts";
 import { validateEmbed, validateTokenize, type RequestLimits } from "./embed-request.ts";
 import { embeddingsOf } from "./embed-results.ts";
 import { estimateRerankTokens, validateRerank } from "./rerank-request.ts";
@@ -59,9 +59,18 @@ export interface InferenceDeps {
   /** Told the size of every admitted call (turns lane lag into tokens). */
   readonly onAdmitted: (lane: LaneName, tokens: number) => void;
   readonly onRejected: (lane: LaneName, reason: string) => void;
+  /** A call ended without its result (caller gone, deadline): what became of its job. */
+  readonly onAbandoned?: (how: AbandonedJob) => void;
   /** SHOAL_DISPATCH other than `shared`: the gateway picks each job's worker. Undefined: the pool's shared topics. */
   readonly dispatch?: RoutedDispatch | undefined;
 }
+
+/**
+ * What became of the job of a call that ended without its result: never produced (the caller left
+ * first), withdrawn from the producer's queue before it went out, or produced and followed by a
+ * cancel record.
+ */
+export type AbandonedJob = "not_sent" | "withdrawn" | "cancel_sent";
 
 /** Where a job goes and what it costs. */
 interface JobPlan {
@@ -107,6 +116,11 @@ async function enqueueAndWait(
   plan: JobPlan,
   build: (jobId: string, deadlineUnixMs: number, now: number) => { topic: string; value: Uint8Array },
 ): Promise<JobResult> {
+  if (ctx.signal.aborted) {
+    // Gone while the request was read or admitted: nothing to compute, nothing to cancel.
+    deps.onAbandoned?.("not_sent");
+    throw new CallCancelledError("the caller left before its job was sent");
+  }
   const now = Date.now();
   const timeoutMs = Math.min(ctx.timeoutMs() ?? deps.defaultTimeoutMs, deps.maxTimeoutMs);
   const deadlineUnixMs = now + timeoutMs;
@@ -133,8 +147,13 @@ async function enqueueAndWait(
     outcome = await result;
   } catch (err) {
     if (!(err instanceof QueueUnavailableError)) {
-      const cancel = encodeCancel(create(JobCancelSchema, { jobId, deadlineUnixMs: BigInt(deadlineUnixMs) }));
-      deps.producer.send(cancelTopic(plan.pool), { key: jobId, value: Buffer.from(cancel) }).catch(() => undefined);
+      // Still waiting behind the produce request in flight: taken back, so no worker ever sees it.
+      if (deps.producer.withdraw(message)) deps.onAbandoned?.("withdrawn");
+      else {
+        const cancel = encodeCancel(create(JobCancelSchema, { jobId, deadlineUnixMs: BigInt(deadlineUnixMs) }));
+        deps.producer.send(cancelTopic(plan.pool), { key: jobId, value: Buffer.from(cancel) }).catch(() => undefined);
+        deps.onAbandoned?.("cancel_sent");
+      }
     }
     throw err;
   } finally {

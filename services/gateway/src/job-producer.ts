@@ -6,6 +6,8 @@ import { QueueUnavailableError } from "./errors.ts";
 export interface JobProducer {
   start(): Promise<void>;
   send(topic: string, message: Message): Promise<void>;
+  /** Takes back a record still waiting to go out (its caller left): it is never written. @returns whether it was */
+  withdraw(message: Message): boolean;
   stop(): Promise<void>;
 }
 
@@ -35,6 +37,7 @@ export function createJobProducer(kafka: Kafka, logger: Logger, ackTimeoutMs = 3
         clearTimeout(timer);
       }
     },
+    withdraw: (message) => producer.withdraw(message),
     stop: () => producer.disconnect(),
   };
 }

@@ -1,10 +1,12 @@
 import http2 from "node:http2";
+import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { closeGracefully, listenOn } from "@shoal/common";
 import type { DualServer } from "./dual-server.ts";
 
 import type { Handler } from "./http-types.ts";
 import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./connection-limits.ts";
+import { guardStreamResets } from "./stream-reset-guard.ts";
 
 /** PEM certificate chain and private key. */
 export interface TlsMaterial {
@@ -20,6 +22,7 @@ export interface TlsMaterial {
 export function createTlsServer(handler: Handler, tls: TlsMaterial, limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS): DualServer {
   // HTTP/1.1 requests in progress per socket, so that close() can cut idle keep-alive connections at once.
   const busy = new Map<TLSSocket, number>();
+  const guarded = guardStreamResets(handler, limits);
   const track: Handler = (req, res) => {
     if (req.httpVersionMajor === 1) {
       const socket = req.socket as TLSSocket;
@@ -30,7 +33,7 @@ export function createTlsServer(handler: Handler, tls: TlsMaterial, limits: Conn
         else busy.delete(socket);
       });
     }
-    handler(req, res);
+    guarded(req, res);
   };
   const server = http2.createSecureServer(
     {
@@ -51,19 +54,45 @@ export function createTlsServer(handler: Handler, tls: TlsMaterial, limits: Conn
   server.setTimeout(limits.idleTimeoutMs);
   server.maxConnections = limits.maxConnections;
   // HTTP/1.1 over TLS: headers and whole-request deadlines (slowloris), as on the plain-text port.
+  // Node's HTTP/1.1 fallback of an HTTP/2 server arms neither headersTimeout nor requestTimeout
+  // (a peer dripping header bytes was never cut: e2e/adversarial.test.ts), so both are timers here.
+  // The headers deadline runs from the connection, then from the first byte of each next request.
+  const headersDeadline = new Map<Socket, NodeJS.Timeout>();
+  const clearHeadersDeadline = (socket: Socket): void => {
+    clearTimeout(headersDeadline.get(socket));
+    headersDeadline.delete(socket);
+  };
+  const armHeadersDeadline = (socket: Socket): void => {
+    clearHeadersDeadline(socket);
+    if (!socket.destroyed)
+      headersDeadline.set(
+        socket,
+        setTimeout(() => socket.destroy(), limits.headersTimeoutMs),
+      );
+  };
   server.on("request", (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
     if (req.httpVersionMajor !== 1) return;
     const socket = req.socket;
+    clearHeadersDeadline(socket);
     const timer = setTimeout(() => socket.destroy(), limits.requestTimeoutMs);
     req.once("end", () => clearTimeout(timer));
-    res.once("finish", () => clearTimeout(timer));
+    res.once("finish", () => {
+      clearTimeout(timer);
+      // Keep-alive: the next request's headers get the same deadline from their first byte
+      // (prepended: armed before the HTTP parser reads that byte and may emit 'request').
+      socket.prependOnceListener("data", () => armHeadersDeadline(socket));
+    });
     socket.once("close", () => clearTimeout(timer));
   });
   const sockets = new Set<TLSSocket>();
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on("secureConnection", (socket: TLSSocket) => {
     sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
+    socket.once("close", () => {
+      sockets.delete(socket);
+      clearHeadersDeadline(socket);
+    });
+    if (socket.alpnProtocol !== "h2") armHeadersDeadline(socket);
   });
   server.on("session", (session) => {
     sessions.add(session);
