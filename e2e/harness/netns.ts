@@ -69,6 +69,16 @@ export async function netnsProblem(): Promise<string | undefined> {
       return `${cmd} is not usable: ${err instanceof Error ? err.message : String(err)}`;
     }
   }
+  // Root without CAP_SYS_ADMIN / CAP_NET_ADMIN (some containers) cannot make a namespace: try one.
+  const probe = `shoal-probe-${randomBytes(3).toString("hex")}`;
+  try {
+    await sh("ip", ["netns", "add", probe]);
+    await sh("ip", ["netns", "exec", probe, "iptables", "-w", "-S"]);
+  } catch (err) {
+    return `cannot create a network namespace with iptables in it: ${err instanceof Error ? err.message : String(err)}`;
+  } finally {
+    await sh("ip", ["netns", "delete", probe]).catch(() => undefined);
+  }
   return undefined;
 }
 
