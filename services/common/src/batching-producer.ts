@@ -50,6 +50,22 @@ export function isSequenceDesync(err: unknown): boolean {
   return false;
 }
 
+/**
+ * Whether `err` (or what it wraps) is a request the broker never answered within kafkajs's
+ * `requestTimeout`. kafkajs's producer refreshes its metadata after connection and retriable
+ * protocol errors, but not after a timeout: when a partition leader goes silent (a network
+ * partition, not a crash), every later request still goes to it, and fails, until the metadata
+ * expires (`metadataMaxAge`, 5 min) or the old leader answers again — long after the cluster has
+ * moved leadership to the live brokers.
+ */
+export function isRequestTimeout(err: unknown): boolean {
+  for (let e = err as { name?: unknown; originalError?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; depth++) {
+    if (e.name === "KafkaJSRequestTimeoutError") return true;
+    e = (e.originalError ?? e.cause) as typeof e;
+  }
+  return false;
+}
+
 /** Upper bound on records per produce request, to keep one request's size sane. */
 const MAX_RECORDS_PER_REQUEST = 1_000;
 
@@ -79,10 +95,13 @@ export function createBatchingProducer(
   let producer = newProducer();
   let resets = 0;
 
-  /** Swaps in a new producer (a new producer id, sequences from 0) for one that lost step with a leader. */
-  async function reset(err: unknown): Promise<void> {
+  /**
+   * Swaps in a new producer (a new producer id, sequences from 0, fresh metadata) for one that lost
+   * step with a leader or keeps writing to a leader that does not answer.
+   */
+  async function reset(err: unknown, why: string): Promise<void> {
     resets += 1;
-    log.warn({ err, resets }, "producer sequence out of step with the partition leader; starting a new producer");
+    log.warn({ err, resets }, `${why}; starting a new producer`);
     const old = producer;
     producer = newProducer();
     await old.disconnect().catch(() => undefined);
@@ -116,7 +135,12 @@ export function createBatchingProducer(
       // The records are refused, not written: the callers retry them (through the new producer).
       if (isSequenceDesync(err)) {
         for (const q of batch) q.reject(err);
-        if (connected) await reset(err);
+        if (connected) await reset(err, "producer sequence out of step with the partition leader");
+        return;
+      }
+      if (isRequestTimeout(err)) {
+        for (const q of batch) q.reject(err);
+        if (connected) await reset(err, "a produce request timed out (partition leader unreachable?)");
         return;
       }
       if (byTopic.size === 1) {
