@@ -49,6 +49,8 @@ interface Step {
   next: number;
   /** The step found jobs last time: look again at once rather than wait. */
   busy: boolean;
+  /** The model whose job an idle worker's waiting fetches brought first (see pullByModel). */
+  winner: Member | undefined;
 }
 
 /** How long a later step's background fetch waits at the broker (see pull). */
@@ -110,7 +112,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   for (const m of members) {
     const last = steps.at(-1);
     if (m.model !== undefined && last?.lane === m.lane && last.members[0]!.model !== undefined) last.members.push(m);
-    else steps.push({ lane: m.lane, members: [m], next: 0, busy: false });
+    else steps.push({ lane: m.lane, members: [m], next: 0, busy: false, winner: undefined });
   }
   // Workers start their rounds at different models.
   for (const step of steps) step.next = Math.floor(Math.random() * step.members.length);
@@ -177,20 +179,37 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     });
   }
 
-  async function fetchFrom(m: Member, room: number, waitMs: number): Promise<number> {
+  /**
+   * One fetch of `m`'s topic; delivers what it gets and returns how many. `keep` (a waiting fetch
+   * of a model step) may turn a record down: it is released to the group at once, never run here.
+   * A background fetch backs off after an error without taking the loop's wake-up.
+   */
+  async function fetchFrom(m: Member, room: number, waitMs: number, opts: { background?: boolean; keep?: (r: ShareRecord) => boolean } = {}): Promise<number> {
+    const pause = (ms: number): Promise<void> => (opts.background ? new Promise((r) => setTimeout(r, ms)) : sleep(ms));
     try {
       const records = await m.member.fetch({ maxRecords: room, maxWaitMs: waitMs });
-      for (const r of records) deliver(r, m);
-      return records.length;
+      let kept = 0;
+      let released = 0;
+      for (const r of records) {
+        if (opts.keep && !opts.keep(r)) {
+          m.member.acknowledge(r, "release");
+          released++;
+          continue;
+        }
+        deliver(r, m);
+        kept++;
+      }
+      if (released > 0) void m.member.flush().catch((err: unknown) => log.warn({ err }, "release flush failed; the next fetch retries"));
+      return kept;
     } catch (err) {
       if (!running) return 0;
       // Logged once by the member when it stopped; the worker reads unready from here on.
       if (err instanceof KafkaSecurityError) {
-        await sleep(5_000);
+        await pause(5_000);
         return 0;
       }
       log.warn({ err, topic: m.topic }, "share fetch failed; retrying shortly");
-      await sleep(500);
+      await pause(500);
       return 0;
     }
   }
@@ -243,11 +262,27 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     const idle = step.members.filter((m) => !m.polling);
     const start = step.next % Math.max(1, idle.length);
     const polls = [...idle.slice(start), ...idle.slice(0, start)].slice(0, Math.max(0, room));
+    // A fresh wait of an idle worker: the first job to come decides its model (see keep below).
+    const fresh = held.size === 0;
+    if (fresh) step.winner = undefined;
+    // Fan-out calls to several models arrive at once, and the broker may answer every waiting fetch
+    // of one worker (the longest waiting): that worker would run one call per model, one after
+    // another, while others idle. So once a wait has brought this worker one model's job, a first
+    // delivery of another model's is released at once for an idle worker (a job delivered before
+    // is kept: no job spends more than one of its deliveries this way). Only in waits begun idle:
+    // a busy worker's look-ahead keeps what it asked for.
+    const keep =
+      (m: Member) =>
+      (r: ShareRecord): boolean => {
+        if (fresh && step.winner !== undefined && step.winner !== m && r.deliveryCount <= 1 && running) return false;
+        step.winner ??= m;
+        return true;
+      };
     const first = await new Promise<Member | undefined>((resolve) => {
       const timer = background ? undefined : setTimeout(() => resolve(undefined), waitMs);
       for (const m of polls) {
         m.polling = true;
-        const poll = fetchFrom(m, 1, pollMs).then((n) => {
+        const poll = fetchFrom(m, 1, pollMs, { background: true, keep: keep(m) }).then((n) => {
           m.polling = false;
           polling.delete(poll);
           if (n === 0) return;
@@ -284,7 +319,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
         return n;
       });
     m.polling = true;
-    const poll = fetchFrom(m, room, LATER_POLL_MS).then((n) => {
+    const poll = fetchFrom(m, room, LATER_POLL_MS, { background: true }).then((n) => {
       m.polling = false;
       polling.delete(poll);
       if (n > 0) {
