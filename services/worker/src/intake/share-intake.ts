@@ -172,7 +172,8 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       const timer = setTimeout(done, ms);
       function done(): void {
         clearTimeout(timer);
-        wake = undefined;
+        // A newer sleep owns the wake-up now: leave it.
+        if (wake === done) wake = undefined;
         resolve();
       }
       wake = done;
@@ -294,8 +295,11 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
         polling.add(poll);
       }
       if (background) resolve(undefined);
-      // Every poll already out (or no room): a settlement or a poll's answer ends the wait too.
-      else if (polls.length === 0) void sleep(waitMs).then(() => resolve(undefined));
+      // Every poll still out (the last round's, about to come back empty) or no room: the first poll
+      // to end, a settlement or the wait ends this one, so the members are asked again at once. A
+      // plain wait here left every model without a waiting fetch for most of it (lone calls took
+      // 23 ms of path instead of 8–10).
+      else if (polls.length === 0) void Promise.race([...polling, sleep(waitMs)]).then(() => resolve(undefined));
     });
     if (first === undefined) return 0;
     step.busy = true;
