@@ -10,6 +10,7 @@ import { repliesSince, replySnapshot } from "./harness/reply-topic.ts";
 import { startCluster } from "./harness/cluster.ts";
 import { maxAbsDiff } from "./harness/clients.ts";
 import { scrape, total } from "./harness/prometheus.ts";
+import { eventually } from "./harness/wait.ts";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -19,16 +20,6 @@ async function partitionsOf(admin: Admin, topic: string): Promise<{ partition: n
   return (md.topics[0]?.partitions ?? [])
     .map((p) => ({ partition: p.partitionId, leader: p.leader, replicas: p.replicas, isr: p.isr }))
     .sort((a, b) => a.partition - b.partition);
-}
-
-/** Polls until `check` holds (errors count as "not yet"); returns whether it did within `timeoutMs`. */
-async function eventually(check: () => Promise<boolean>, timeoutMs: number, everyMs = 250): Promise<boolean> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    if (await check().catch(() => false)) return true;
-    if (performance.now() >= deadline) return false;
-    await sleep(everyMs);
-  }
 }
 
 /** Milliseconds as seconds with one decimal ("n/a" for a figure that did not occur, passed as -1). */

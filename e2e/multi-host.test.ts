@@ -28,18 +28,9 @@ import { KAFKA_CLIENT_PORT, startNetnsKafka } from "./harness/netns-kafka.ts";
 import { startGatewayOn, startWorkerOn, type HostedService, type ServiceSettings } from "./harness/netns-services.ts";
 import { scrape, total } from "./harness/prometheus.ts";
 import { repliesSince, replySnapshot, type ReplySnapshot } from "./harness/reply-topic.ts";
+import { eventually } from "./harness/wait.ts";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Polls until `check` holds (errors count as "not yet"); returns whether it did within `timeoutMs`. */
-async function eventually(check: () => Promise<boolean>, timeoutMs: number, everyMs = 250): Promise<boolean> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    if (await check().catch(() => false)) return true;
-    if (performance.now() >= deadline) return false;
-    await sleep(everyMs);
-  }
-}
 
 /**
  * Leader and in-sync replicas of every partition of `topic`, as the broker on `host` sees them:

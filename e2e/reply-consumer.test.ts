@@ -7,16 +7,9 @@ import { createLogger, encodeResult } from "@shoal/common";
 import { JobResultSchema, JobStatus } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { createReplyConsumer, REPLY_COMMIT_INTERVAL_MS } from "../services/gateway/src/reply-consumer.ts";
 import { kafkaBrokers } from "./harness/cluster.ts";
+import { until } from "./harness/wait.ts";
 
 const logger = createLogger("e2e-reply-consumer", "silent");
-
-async function until(what: string, ok: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await ok())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe("the gateway's reply consumer on a real broker", () => {
   const kafka = new Kafka({ clientId: "e2e-reply-consumer", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING });

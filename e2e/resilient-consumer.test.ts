@@ -4,16 +4,9 @@ import { after, before, describe, test } from "node:test";
 import { Kafka, logLevel, type Admin, type Producer } from "kafkajs";
 import { createLogger, createResilientConsumer } from "@shoal/common";
 import { kafkaBrokers } from "./harness/cluster.ts";
+import { until } from "./harness/wait.ts";
 
 const logger = createLogger("e2e-resilient-consumer", "silent");
-
-async function until(what: string, ok: () => boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!ok()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe("createResilientConsumer on a real broker", () => {
   const kafka = new Kafka({ clientId: "e2e-resilient", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING });
