@@ -74,12 +74,16 @@ export async function closeAll(): Promise<void> {
 export async function drain(
   consumer: ShareConsumer,
   want: number,
-  opts: { timeoutMs?: number; maxRecords?: number; ack?: "accept" | "release" | "reject" } = {},
+  opts: { timeoutMs?: number; maxRecords?: number; ack?: "accept" | "release" | "reject"; topics?: readonly string[] } = {},
 ): Promise<ShareRecord[]> {
   const got: ShareRecord[] = [];
   const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
   while (got.length < want && Date.now() < deadline) {
-    const batch = await consumer.fetch({ maxRecords: opts.maxRecords ?? 500, maxWaitMs: Math.min(1_000, Math.max(1, deadline - Date.now())) });
+    const batch = await consumer.fetch({
+      ...(opts.topics ? { topics: opts.topics } : {}),
+      maxRecords: opts.maxRecords ?? 500,
+      maxWaitMs: Math.min(1_000, Math.max(1, deadline - Date.now())),
+    });
     for (const r of batch) {
       got.push(r);
       if (opts.ack) consumer.acknowledge(r, opts.ack);
