@@ -24,7 +24,7 @@ import { Admission } from "./admission.ts";
 import { ApiKeys, callerKey, connectionOf, requireApiKey } from "./auth.ts";
 import { createDualServer, type DualServer } from "./dual-server.ts";
 import { createTlsServer } from "./tls-server.ts";
-import { createShareGroupAdmin } from "@shoal/kafka-share";
+import { createBrokerPing, createShareGroupAdmin } from "@shoal/kafka-share";
 import { createLaneLagMonitor, type LaneLagMonitor } from "./lane-lag.ts";
 import { consumerGroupBacklog, shareGroupBacklog } from "./lane-backlog.ts";
 import { createGatewayMetrics } from "./gateway-metrics.ts";
@@ -105,11 +105,18 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     () => lagMonitor?.lag ?? new Map(),
   );
   // Readiness follows the broker: NOT_SERVING within seconds of losing it, SERVING when it returns.
-  const probe = createKafkaProbe(admin, {
+  // Every bootstrap broker is asked on connections of its own: one silent broker of three leaves it ready.
+  const shareSecurityOptions = shareSecurity(config.kafka);
+  const ping = createBrokerPing({
+    brokers: config.kafka.brokers,
+    clientId: `shoal-gateway-${config.instanceId}-ping`,
+    ...(shareSecurityOptions ? { security: shareSecurityOptions } : {}),
+  });
+  const probe = createKafkaProbe((timeoutMs) => ping.ping(timeoutMs), {
     intervalMs: 1_000,
     timeoutMs: 2_000,
-    onChange(reachable) {
-      log.warn({ reachable }, reachable ? "Kafka reachable again" : "Kafka unreachable");
+    onChange(reachable, reason) {
+      log.warn({ reachable, reason }, reachable ? "Kafka reachable again" : "Kafka unreachable");
       if (stopping === undefined) health.setAll(reachable ? Serving.SERVING : Serving.NOT_SERVING);
     },
   });
@@ -121,7 +128,6 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
   let lagMonitor: LaneLagMonitor | undefined;
   // Share pools' backlog comes from the share coordinator (DescribeShareGroupOffsets), over
   // connections kept between polls.
-  const shareSecurityOptions = shareSecurity(config.kafka);
   const shareAdmin = createShareGroupAdmin({
     brokers: config.kafka.brokers,
     clientId: `shoal-gateway-${config.instanceId}-lag`,
@@ -315,6 +321,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
         () => {
           health.setAll(Serving.NOT_SERVING);
           probe.stop();
+          void ping.close();
           lagMonitor?.stop();
         },
       ],

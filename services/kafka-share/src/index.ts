@@ -12,6 +12,7 @@ export {
   type ShareGroupDescription,
   type ShareGroupPartitionOffsets,
 } from "./admin.ts";
+export { createBrokerPing, type BrokerPing, type BrokerPingOptions, type PingResult } from "./broker-ping.ts";
 export type { ShareGroupConfig } from "./group-config.ts";
 export {
   AcknowledgeError,

@@ -66,6 +66,9 @@ function createTopicChecker(kafka: Kafka): { exists(topic: string): Promise<bool
   };
 }
 
+/** How long a result's produce may wait for its acknowledgement before a new producer takes over. */
+const RESULT_STUCK_AFTER_MS = 5_000;
+
 export function createResultSink(kafka: Kafka, logger: Logger, workerId: string, signer?: RecordSigner): ResultSink {
   const log = logger.child({ component: "result-sink" });
   const topics = createTopicChecker(kafka);
@@ -75,6 +78,8 @@ export function createResultSink(kafka: Kafka, logger: Logger, workerId: string,
     name: "result-producer",
     ...(signer ? { signer } : {}),
     retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 },
+    // A reply partition's leader gone silent: this sink's loop sends again through a new producer.
+    stuckAfterMs: RESULT_STUCK_AFTER_MS,
   });
   let stopping = false;
 
