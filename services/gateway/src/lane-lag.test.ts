@@ -1,70 +1,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { pino } from "pino";
-import type { ShareGroupPartitionOffsets } from "@shoal/kafka-share";
-import { consumerGroupBacklog, shareGroupBacklog, type BacklogSource } from "./lane-backlog.ts";
+import type { BacklogSource } from "./lane-backlog.ts";
 import { createLaneLagMonitor } from "./lane-lag.ts";
 import { createGatewayMetrics } from "./gateway-metrics.ts";
-
-const ends = (topic: string): Array<{ partition: number; offset: string; high: string; low: string }> =>
-  topic.endsWith("batch")
-    ? [{ partition: 0, offset: "50", high: "50", low: "10" }]
-    : [
-        { partition: 0, offset: "20", high: "20", low: "0" },
-        { partition: 1, offset: "30", high: "30", low: "5" },
-      ];
-
-function shareAdmin(parts: ShareGroupPartitionOffsets[]) {
-  return { describeShareGroupOffsets: async () => parts };
-}
-
-test("share backlog: the broker's lag where it has one, high watermark − start offset (or low watermark) where not", async () => {
-  const read = shareGroupBacklog(
-    { fetchTopicOffsets: async (t: string) => ends(t) },
-    shareAdmin([
-      { topic: "i", partition: 0, startOffset: 12n, leaderEpoch: 0, lag: 3n }, // the broker's word
-      { topic: "i", partition: 1, startOffset: 25n, leaderEpoch: 0 }, // no lag: 30 − 25
-      { topic: "batch", partition: 0, startOffset: -1n, leaderEpoch: 0 }, // no state yet: 50 − 10
-    ]),
-  );
-  assert.deepEqual(
-    await read("g", ["i", "batch"]),
-    new Map([
-      ["i", 8],
-      ["batch", 40],
-    ]),
-  );
-});
-
-test("share backlog needs no watermarks when every partition has a lag", async () => {
-  const read = shareGroupBacklog(
-    { fetchTopicOffsets: async () => assert.fail("not needed") },
-    shareAdmin([{ topic: "t", partition: 0, startOffset: 0n, leaderEpoch: 0, lag: 0n }]),
-  );
-  assert.deepEqual(await read("g", ["t"]), new Map([["t", 0]]));
-});
-
-test("consumer-group backlog: high watermark − commit, from the low watermark without one", async () => {
-  const read = consumerGroupBacklog({
-    fetchTopicOffsets: async (t: string) => ends(t),
-    fetchOffsets: (async () => [
-      {
-        topic: "i",
-        partitions: [
-          { partition: 0, offset: "15", metadata: null },
-          { partition: 1, offset: "-1", metadata: null },
-        ],
-      },
-    ]) as never,
-  });
-  assert.deepEqual(
-    await read("g", ["i", "batch"]),
-    new Map([
-      ["i", 5 + 25],
-      ["batch", 40],
-    ]),
-  );
-});
 
 /** A pino logger that keeps what it logs. */
 function recordingLogger(): { logger: pino.Logger; lines: Array<{ level: number; msg: string }> } {

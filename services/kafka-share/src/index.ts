@@ -13,6 +13,7 @@ export {
   type ShareGroupPartitionOffsets,
 } from "./admin.ts";
 export type { ShareGroupConfig } from "./group-config.ts";
+export { createLagReader, type LagReader, type LagReaderOptions } from "./lag-reader.ts";
 export {
   AcknowledgeError,
   ConsumerClosedError,
