@@ -75,6 +75,12 @@ export function mapErrors(logger: Logger): Interceptor {
   };
 }
 
+/**
+ * Lane-lag polls while the cluster is quiet (no backlog, no call in flight here): every 5 s instead
+ * of every second; the first admitted call wakes the monitor (lane-lag.ts, LagPollOptions).
+ */
+export const LAG_IDLE_POLL_MS = 5_000;
+
 /** Body cap of every RPC but inference (models, cluster, health, reflection): their requests are tiny. */
 export const METADATA_MAX_REQUEST_BYTES = 64 * 1024;
 
@@ -162,7 +168,11 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     await replies.start();
     await cluster.start();
     dispatch?.start();
-    lagMonitor = createLaneLagMonitor(backlogSources(lagReader), admission, [...catalog.pools.values()], logger);
+    lagMonitor = createLaneLagMonitor(backlogSources(lagReader), admission, [...catalog.pools.values()], logger, {
+      intervalMs: 1_000,
+      idleIntervalMs: LAG_IDLE_POLL_MS,
+      inFlight: () => pending.size,
+    });
     // Serve with the lanes' figures in place (GetCluster, admission), waiting at most 3 s for them.
     await Promise.race([lagMonitor.start(), new Promise((r) => setTimeout(r, 3_000).unref())]);
     const unknownModels = [...new Set(config.apiKeys.flatMap((k) => (k.models === "*" ? [] : k.models)))].filter((m) => !catalog.models.has(m));

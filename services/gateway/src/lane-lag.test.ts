@@ -68,6 +68,49 @@ test("each pool is read through its intake's source; a failing pool warns once, 
   }
 });
 
+test("polls slowly while quiet, at the busy interval while anything waits or a call is in flight, and an admitted call wakes it", async () => {
+  let calls = 0;
+  let waiting = 0;
+  let inFlight = 0;
+  const source: BacklogSource = async (_g, topics) => {
+    calls++;
+    return new Map(topics.map((t, i) => [t, i === 0 ? waiting : 0]));
+  };
+  const monitor = createLaneLagMonitor({ share: source, group: source }, { setQueued: () => {} }, [{ name: "a", intake: "share" }], pino({ level: "silent" }), {
+    intervalMs: 10,
+    idleIntervalMs: 400,
+    inFlight: () => inFlight,
+  });
+  const callsWithin = async (ms: number): Promise<number> => {
+    const before = calls;
+    await new Promise((r) => setTimeout(r, ms));
+    return calls - before;
+  };
+  await monitor.start();
+  try {
+    assert.ok((await callsWithin(300)) <= 1, "quiet: at most one poll in 300 ms");
+    waiting = 3;
+    await until(() => monitor.lag.get("a/interactive") === 3);
+    assert.ok((await callsWithin(200)) >= 5, "backlog: polls at the busy interval");
+    waiting = 0;
+    await until(() => monitor.lag.get("a/interactive") === 0);
+    await new Promise((r) => setTimeout(r, 50));
+    inFlight = 1;
+    await new Promise((r) => setTimeout(r, 450)); // the idle poll under way notices the call
+    assert.ok((await callsWithin(200)) >= 5, "a call in flight: polls at the busy interval");
+    inFlight = 0;
+    await new Promise((r) => setTimeout(r, 50));
+    assert.ok((await callsWithin(150)) <= 1, "quiet again");
+    const before = calls;
+    const t0 = Date.now();
+    monitor.observeJob("interactive", 5);
+    await until(() => calls > before);
+    assert.ok(Date.now() - t0 < 150, `an admitted call wakes the monitor (polled after ${Date.now() - t0} ms, not the idle 400)`);
+  } finally {
+    monitor.stop();
+  }
+});
+
 test("shoal_gateway_queue_lag_records exports the monitor's figures per pool and lane", async () => {
   const lag = new Map([
     ["default/interactive", 7],
