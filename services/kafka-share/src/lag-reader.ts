@@ -153,7 +153,10 @@ export function createLagReader(opts: LagReaderOptions): LagReader {
   async function runRound(batch: Ask[]): Promise<void> {
     const used = cluster;
     try {
+      if (closed) throw new Error("the lag reader is closed");
       await round(used, batch);
+      // Closed while the round ran: close what it may have reopened.
+      if (closed) await used.close().catch(() => {});
     } catch (err) {
       // A request failed outright (connection lost, timeout): every read of the round fails, and
       // the next one starts from fresh connections, metadata and coordinators.
