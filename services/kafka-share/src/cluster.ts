@@ -60,8 +60,11 @@ export class Cluster {
     return this.#topicsById.get(id);
   }
 
-  /** Refreshes topic ids and partition leaders (and broker addresses) for `topics`. */
-  async refreshMetadata(topics: readonly string[]): Promise<void> {
+  /**
+   * Refreshes topic ids and partition leaders (and broker addresses) for `topics`. Returns the
+   * topics the broker could not describe (unknown, or no leader yet); their last figures are kept.
+   */
+  async refreshMetadata(topics: readonly string[]): Promise<Set<string>> {
     const conn = await this.#bootstrap();
     let res: metadataV12.MetadataResponse;
     try {
@@ -77,8 +80,10 @@ export class Cluster {
       res = response;
     }
     for (const b of res.brokers) this.#addresses.set(b.nodeId, { host: b.host, port: b.port });
+    const missing = new Set(topics);
     for (const t of res.topics) {
       if (t.errorCode !== ErrorCode.NONE || !t.name) continue;
+      missing.delete(t.name);
       const info: TopicInfo = {
         name: t.name,
         id: t.topicId,
@@ -89,6 +94,7 @@ export class Cluster {
       this.#topicsByName.set(t.name, info);
       this.#topicsById.set(info.id, info);
     }
+    return missing;
   }
 
   /** Asks any broker which node coordinates `groupId` (share groups use the group coordinator). */
@@ -106,6 +112,33 @@ export class Cluster {
     if (c.errorCode !== ErrorCode.NONE) throw new KafkaProtocolError("FindCoordinator", c.errorCode, c.errorMessage);
     this.#addresses.set(c.nodeId, { host: c.host, port: c.port });
     return c.nodeId;
+  }
+
+  /**
+   * Asks any broker which node coordinates each of `groupIds`, in one FindCoordinator request: a
+   * node id per group, or the error the broker gave for it.
+   */
+  async findCoordinators(groupIds: readonly string[]): Promise<Map<string, number | KafkaProtocolError>> {
+    const conn = await this.#bootstrap();
+    let res: findCoordinatorV6.FindCoordinatorResponse;
+    try {
+      res = await findCoordinatorV6.api.async(conn, 0, [...groupIds]);
+    } catch (err) {
+      // As for Metadata: one group's error must not hide the others' coordinators.
+      const response = (err as { response?: unknown }).response as typeof res | undefined;
+      if (!response) throw err;
+      res = response;
+    }
+    const out = new Map<string, number | KafkaProtocolError>();
+    for (const c of res.coordinators) {
+      if (c.errorCode !== ErrorCode.NONE) {
+        out.set(c.key, new KafkaProtocolError("FindCoordinator", c.errorCode, c.errorMessage));
+        continue;
+      }
+      this.#addresses.set(c.nodeId, { host: c.host, port: c.port });
+      out.set(c.key, c.nodeId);
+    }
+    return out;
   }
 
   /** Learns a broker's address from a response (NodeEndpoints of a NOT_LEADER_OR_FOLLOWER reply). */
