@@ -115,4 +115,44 @@ describe("a silent partition leader (network partition, 3 brokers)", { skip: pro
     // Kafka fences the silent broker after 3 s (broker.session.timeout.ms); one or two 3 s bounds follow.
     assert.ok(gapMs < 9_000, `longest gap without an acknowledgement: ${(gapMs / 1000).toFixed(1)} s`);
   });
+
+  test("a producer replaced while every broker is out of reach connects again once they return", { timeout: 180_000 }, async () => {
+    const { kafka: kafkaCluster, hosts } = await kafkaHosts();
+    const logger = createLogger("silent-leader-test", "error");
+    const kafka = createKafka(
+      { brokers: kafkaCluster.brokers.split(","), clientId: "all-cut", ssl: false, connectionTimeoutMs: 1_000, requestTimeoutMs: 5_000 },
+      logger,
+    );
+    const topic = "jobs-all-cut";
+    const admin = kafka.admin();
+    await admin.connect();
+    cleanup.push(() => admin.disconnect());
+    await admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: true });
+    const producer = createBatchingProducer(kafka, logger, {
+      name: "all-cut",
+      retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 },
+      stuckAfterMs: 3_000,
+    });
+    await producer.connect();
+    cleanup.push(() => producer.disconnect());
+    const send = (i: number): Promise<boolean> =>
+      Promise.race([producer.send(topic, { key: `k${i}`, value: `record ${i}` }).then(() => true), sleep(3_000).then(() => false)]).catch(() => false);
+    assert.equal(await send(0), true);
+    // Every broker out of reach: the request in flight is stuck, the new producer cannot connect.
+    for (const h of hosts) await lab!.isolate(h);
+    const during: boolean[] = [];
+    for (let i = 1; i <= 8; i++) during.push(await send(i));
+    for (const h of hosts) await lab!.heal(h);
+    const healedAt = performance.now();
+    let firstOk: number | undefined;
+    for (let i = 100; i < 160 && firstOk === undefined; i++) {
+      if (await send(i)) firstOk = performance.now() - healedAt;
+      else await sleep(500);
+    }
+    console.log(
+      `all brokers cut: ${during.filter(Boolean).length}/8 acknowledged during the cut; first acknowledgement ${firstOk === undefined ? "never" : `${(firstOk / 1000).toFixed(1)} s`} after the heal`,
+    );
+    assert.equal(during.filter(Boolean).length, 0, "nothing is acknowledged while every broker is out of reach");
+    assert.ok(firstOk !== undefined && firstOk < 30_000, "the replacement producer connects and writes once the brokers are back");
+  });
 });

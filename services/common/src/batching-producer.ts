@@ -109,6 +109,30 @@ export function createBatchingProducer(
     });
   let producer = newProducer();
   let resets = 0;
+  // Whether `producer` is known to be connected, and its connect while that is not known: a
+  // replacement that could not connect (its host cut off from the brokers) must connect before
+  // it sends — kafkajs refuses to send on a producer that never connected.
+  let up = false;
+  let connecting: Promise<void> | undefined;
+
+  function ensureConnected(): Promise<void> {
+    if (up) return Promise.resolve();
+    if (!connecting) {
+      const p = producer;
+      connecting = p.connect().then(
+        () => {
+          if (producer !== p) return;
+          up = true;
+          connecting = undefined;
+        },
+        (err: unknown) => {
+          if (producer === p) connecting = undefined;
+          throw err;
+        },
+      );
+    }
+    return connecting;
+  }
 
   /**
    * Swaps in a new producer (a new producer id, sequences from 0, fresh metadata) for one that lost
@@ -119,10 +143,12 @@ export function createBatchingProducer(
     log.warn({ err, resets }, `${why}; starting a new producer`);
     const old = producer;
     producer = newProducer();
+    up = false;
+    connecting = undefined;
     // Not awaited: the old producer may still wait on a silent broker.
     void old.disconnect().catch(() => undefined);
-    // On failure the next send reports it (kafkajs reconnects on send).
-    await producer.connect().catch((connectErr: unknown) => log.warn({ err: connectErr }, "new producer could not connect yet"));
+    // On failure the next send connects again first (and fails its records while it cannot).
+    await ensureConnected().catch((connectErr: unknown) => log.warn({ err: connectErr }, "new producer could not connect yet"));
   }
   const queue: Queued[] = [];
 
@@ -175,6 +201,7 @@ export function createBatchingProducer(
       for (const [topic, messages] of byTopic) {
         const records = batch.filter((q) => q.topic === topic);
         try {
+          await ensureConnected();
           await producer.sendBatch({ topicMessages: [{ topic, messages }], acks: -1 });
           for (const q of records) q.resolve();
         } catch (topicErr) {
@@ -187,6 +214,8 @@ export function createBatchingProducer(
 
   /** sendBatch, bounded by `stuckAfterMs` when set (the request itself is left to kafkajs). */
   async function sendOrStuck(topicMessages: TopicMessages[]): Promise<void> {
+    // A connect that fails rejects the records (no new producer: this one is not stuck, it is cut off).
+    await ensureConnected();
     const sent = producer.sendBatch({ topicMessages, acks: -1 });
     if (opts.stuckAfterMs === undefined) {
       await sent;
@@ -214,7 +243,7 @@ export function createBatchingProducer(
 
   return {
     async connect() {
-      await producer.connect();
+      await ensureConnected();
       connected = true;
     },
     send(topic, message) {
