@@ -196,6 +196,8 @@ try {
     const ok = read.filter((h): h is Hops => typeof h !== "string");
     const problems = read.filter((h): h is string => typeof h === "string");
     report.push(`\n### ${arm}: ${ok.length} of ${calls.length} lone calls read${problems.length > 0 ? ` (unread: ${[...new Set(problems)].join(", ")})` : ""}`);
+    const totals = calls.map((c) => c.answeredMs - c.sentMs);
+    report.push(`\nevery call (read or not): median ${percentile(totals, 50).toFixed(0)} ms, p90 ${percentile(totals, 90).toFixed(0)} ms`);
     report.push(`\nfetch already waiting at the broker when the job arrived: ${ok.filter((h) => h.waiting).length} of ${ok.length}\n`);
     report.push("| hop | median ms | p90 ms |", "| --- | ---: | ---: |");
     for (const hop of HOPS) {
