@@ -10,7 +10,8 @@
  * and the intake's requests: per second while idle, per call under lone calls.
  *
  * Env: BENCH_CALLS (30 per arm), BENCH_GAP_MS (400: idle time between calls), BENCH_IDLE_SECONDS
- * (5), BENCH_ARMS (share,share-model,group). Starts its own broker.
+ * (5), BENCH_ARMS (share,share-model,group), SHOAL_SHARE_IDLE_WAIT_MS (passed to the workers).
+ * Starts its own broker.
  */
 import { writeFile } from "node:fs/promises";
 import { VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
@@ -143,7 +144,8 @@ function percentile(xs: readonly number[], p: number): number {
 
 async function armCluster(arm: string): Promise<TestCluster> {
   const dir = await ensureModel("tiny");
-  const workerEnv = { LOG_LEVEL: "debug" };
+  const idleWait = process.env["SHOAL_SHARE_IDLE_WAIT_MS"];
+  const workerEnv = { LOG_LEVEL: "debug", ...(idleWait ? { SHOAL_SHARE_IDLE_WAIT_MS: idleWait } : {}) };
   if (arm === "share-model")
     return startCluster({ presets: [], entries: MODELS.map((id) => ({ dir, fields: { id } })), intake: "share", jobTopics: "per-model", workerEnv });
   if (arm === "share" || arm === "group") return startCluster({ presets: [], entries: MODELS.map((id) => ({ dir, fields: { id } })), intake: arm, workerEnv });

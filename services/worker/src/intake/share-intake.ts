@@ -280,14 +280,15 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   }
 
   /**
-   * How long a waiting fetch sent now waits: an interactive topic's idleWaitMs (a released job is
-   * seen when it ends); a later topic's laterIdleWaitMs while the worker holds nothing, else
-   * LATER_POLL_MS (an empty ShareFetch costs the broker ~0.5–1 ms: an idle worker asked each
-   * retry and batch-lane topic twice a second).
+   * How long a waiting fetch sent now waits. While the worker holds nothing: an interactive topic's
+   * idleWaitMs (a released job is seen when it ends), a later topic's laterIdleWaitMs (an empty
+   * ShareFetch costs the broker ~0.5–1 ms). While it holds jobs: at most ACK_WAIT_MS on an
+   * interactive topic (a finished job's acknowledgement rides the next fetch) and LATER_POLL_MS on
+   * a later one.
    */
   function waitFor(later: boolean): number {
-    if (!later) return idleWaitMs;
-    return held.size === 0 ? laterIdleWaitMs : LATER_POLL_MS;
+    if (held.size === 0) return later ? laterIdleWaitMs : idleWaitMs;
+    return later ? LATER_POLL_MS : Math.min(idleWaitMs, ACK_WAIT_MS);
   }
 
   /**
