@@ -12,9 +12,23 @@ export interface Logged {
   readonly api: string;
 }
 
-/** Parses the request log's "Completed request:{json}" lines (log4j pattern `[%d] %m`). */
-export function parseRequestLog(text: string): Logged[] {
-  const out: Logged[] = [];
+/** One request the broker completed, with its request and response bodies and where its time went. */
+export interface Completed extends Logged {
+  /** Time from arrival to the response sent; `atMs − totalMs` is its arrival. */
+  readonly totalMs: number;
+  /** Time waiting at the broker (a fetch's wait for records, a Produce's for replicas). */
+  readonly remoteMs: number;
+  /** The Shoal pool in the client id (`shoal-<service>-<pool>-<instance>`), if any. */
+  readonly pool: string | undefined;
+  /** `gateway`, `worker` or the client id's first word. */
+  readonly role: string;
+  readonly request: unknown;
+  readonly response: unknown;
+}
+
+/** Parses the request log's "Completed request:{json}" lines (log4j pattern `[%d] %m`), bodies included. */
+export function parseCompleted(text: string): Completed[] {
+  const out: Completed[] = [];
   for (const line of text.split("\n")) {
     const at = line.indexOf("Completed request:");
     if (at < 0) continue;
@@ -23,18 +37,39 @@ export function parseRequestLog(text: string): Logged[] {
     try {
       const json = JSON.parse(line.slice(at + "Completed request:".length).replace(/ \([^()]*\)$/, "")) as {
         requestHeader?: { clientId?: string; requestApiKeyName?: string; requestApiKey?: number };
+        request?: unknown;
+        response?: unknown;
+        totalTimeMs?: number;
+        remoteTimeMs?: number;
       };
       const h = json.requestHeader ?? {};
+      const client = String(h.clientId ?? "?");
       out.push({
         atMs: Date.parse(`${stamp[1]}T${stamp[2]}.${stamp[3]}Z`),
-        client: String(h.clientId ?? "?"),
+        client,
         api: String(h.requestApiKeyName ?? h.requestApiKey ?? "?"),
+        totalMs: json.totalTimeMs ?? 0,
+        remoteMs: json.remoteTimeMs ?? 0,
+        ...roleOf(client),
+        request: json.request,
+        response: json.response,
       });
     } catch {
       // A line cut by the file's rotation: skip it.
     }
   }
   return out;
+}
+
+/** The service and pool a Shoal client id names (`shoal-worker-t1a2b3c4d-w0-1`). */
+export function roleOf(client: string): { role: string; pool: string | undefined } {
+  const m = /^shoal-(gateway|worker)-([a-z0-9]+)-/.exec(client);
+  return m ? { role: m[1]!, pool: m[2] } : { role: client.split("-")[0] ?? client, pool: undefined };
+}
+
+/** Parses the request log's "Completed request:{json}" lines (log4j pattern `[%d] %m`). */
+export function parseRequestLog(text: string): Logged[] {
+  return parseCompleted(text).map(({ atMs, client, api }) => ({ atMs, client, api }));
 }
 
 /** Requests per second by `client api`, within [fromMs, toMs). */
@@ -54,6 +89,8 @@ export function ratesBetween(entries: readonly Logged[], fromMs: number, toMs: n
 /** A scratch broker that logs every request it completes, and a way to read that log. */
 export interface RequestLoggedBroker {
   readonly broker: ScratchBroker;
+  /** The raw request log so far. */
+  read(): Promise<string>;
   /** Every request completed so far. */
   requests(): Promise<Logged[]>;
   /** Stops the broker and removes its log. */
@@ -94,6 +131,7 @@ export async function startRequestLoggedBroker(): Promise<RequestLoggedBroker> {
   }
   return {
     broker,
+    read: () => readFile(requestLog, "utf8").catch(() => ""),
     requests: async () => parseRequestLog(await readFile(requestLog, "utf8").catch(() => "")),
     async stop() {
       await broker.stop();

@@ -46,6 +46,12 @@ export class AckQueue {
     entry.offsets.set(offset, type);
   }
 
+  /** Whether acks are queued for any partition `which` selects. */
+  has(which: (ref: PartitionRef) => boolean): boolean {
+    for (const { ref, offsets } of this.#byPartition.values()) if (offsets.size > 0 && which(ref)) return true;
+    return false;
+  }
+
   /** Removes and returns what is queued (for the partitions `which` selects, default all). */
   take(which: (ref: PartitionRef) => boolean = () => true): PartitionAcks[] {
     const out: PartitionAcks[] = [];

@@ -179,6 +179,18 @@ export class Cluster {
     pending?.then((c) => c.close()).catch(() => {});
   }
 
+  /**
+   * Closes a connection at once, failing its in-flight requests (a waiting fetch cut short); the
+   * broker ends the share sessions on it and releases what they held.
+   */
+  abort(nodeId: number, purpose: ConnectionPurpose): void {
+    const key = `${purpose}:${nodeId}`;
+    const pending = this.#connections.get(key);
+    this.#connections.delete(key);
+    this.#versions.delete(nodeId);
+    pending?.then((c) => c.socket?.destroy()).catch(() => {});
+  }
+
   /** The broker's supported version range per API key (ApiVersions, cached per node). */
   apiVersions(nodeId: number): Promise<Map<number, VersionRange>> {
     let pending = this.#versions.get(nodeId);

@@ -4,7 +4,7 @@
  * same leader (or go by ShareAcknowledge on flush() / close()).
  */
 import { EventEmitter } from "node:events";
-import { AckType, type PartitionAcks, type PartitionRef } from "./acks.ts";
+import { AckType, partitionKey, type PartitionAcks, type PartitionRef } from "./acks.ts";
 import { Cluster } from "./cluster.ts";
 import { AcknowledgeError, ConsumerClosedError, ErrorCode, type KafkaSecurityError } from "./errors.ts";
 import { Fetcher, type AcknowledgeResult } from "./fetcher.ts";
@@ -233,10 +233,13 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
         ),
         Promise.all(idle.map((s) => fetcher.acknowledge(s, false))),
       ]);
-      // Acks of partitions this fetch left out of its session stay queued: send them now.
+      // Acks of partitions this fetch left out of its session stay queued: send them now. Those of
+      // its own partitions queued while it waited ride the next fetch (or flush()).
       for (const n of chosen) {
+        const wanted = new Set(byLeader.get(n)!.map((p) => partitionKey(p.topicId, p.partition)));
+        const others = (p: PartitionRef): boolean => !wanted.has(partitionKey(p.topicId, p.partition));
         const s = sessionFor(n);
-        if (s.acks.size > 0) void fetcher.acknowledge(s, false);
+        if (s.acks.has(others)) void fetcher.acknowledge(s, false, others);
       }
       const records = batches.flat();
       metrics.recordsDelivered += records.length;
@@ -275,6 +278,13 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
       if (closed) return;
       closed = true;
       await started?.catch(() => {});
+      // A fetch waiting at the broker with no acknowledgements on it would hold the close up for
+      // its whole wait: cut it short (the broker ends the session and releases what it held).
+      for (const s of sessions.values())
+        if (s.bareWait && s.acks.size === 0) {
+          s.aborted = true;
+          cluster.abort(s.nodeId, "fetch");
+        }
       // Final acks and session close first (epoch -1 releases what is still held), then leave.
       await flushAll(true).catch((err: unknown) => problem(err as Error, "closing share sessions"));
       await membership.stop(true);

@@ -83,6 +83,7 @@ export class Fetcher {
         t.partitions.push({ partitionIndex: p.partition, acknowledgementBatches: a ? toBatches(a.offsets) : [] });
       }
       let res: ShareFetchResponse;
+      session.bareWait = limits.maxWaitMs > 0 && acks.length === 0;
       try {
         const conn = await this.cluster.connection(session.nodeId, "fetch");
         res = await call(conn, shareFetchApi, version, {
@@ -102,6 +103,8 @@ export class Fetcher {
       } catch (err) {
         this.#lost(session, err as Error, acks, "ShareFetch failed; reconnecting with a new share session");
         return [];
+      } finally {
+        session.bareWait = false;
       }
       if (res.errorCode !== ErrorCode.NONE) {
         this.#lost(session, new KafkaProtocolError("ShareFetch", res.errorCode, res.errorMessage), acks, "starting a new share session");
@@ -145,10 +148,10 @@ export class Fetcher {
    * Sends the session's queued acks by ShareAcknowledge. `close` uses epoch -1, which also ends
    * the session: whatever the member still holds there is released to the group at once.
    */
-  acknowledge(session: ShareSession, close: boolean): Promise<void> {
+  acknowledge(session: ShareSession, close: boolean, which?: (ref: PartitionRef) => boolean): Promise<void> {
     return session.exclusive(async () => {
       if (session.epoch === INITIAL_EPOCH) return; // nothing open: nothing to ack or close
-      const acks = session.acks.take();
+      const acks = session.acks.take(which);
       if (acks.length === 0 && !close) return;
       await this.#sendAcks(session, acks, close ? FINAL_EPOCH : session.epoch, false);
       if (close) session.reset();
@@ -209,7 +212,7 @@ export class Fetcher {
       this.hooks.metadataStale();
     }
     if (error instanceof KafkaProtocolError && error.code === ErrorCode.NOT_LEADER_OR_FOLLOWER) this.hooks.metadataStale();
-    this.hooks.problem(error, action);
+    if (!session.aborted) this.hooks.problem(error, action);
     const code = error instanceof KafkaProtocolError ? error.code : ErrorCode.SHARE_SESSION_NOT_FOUND;
     for (const a of [...sent, ...session.acks.take()]) this.#report(a, code, error.message);
     session.reset();

@@ -19,6 +19,10 @@ export class ShareSession {
   readonly acks = new AckQueue();
   /** Negotiated ShareFetch / ShareAcknowledge version for this broker (1 or 2). */
   version = 0;
+  /** A ShareFetch that carries no acknowledgements is waiting at the broker (close() may cut it short). */
+  bareWait = false;
+  /** close() cut the waiting fetch short: its failure is expected, not a problem to report. */
+  aborted = false;
   #tail: Promise<unknown> = Promise.resolve();
 
   constructor(readonly nodeId: number) {}
@@ -38,6 +42,7 @@ export class ShareSession {
 
   /** The broker no longer has this session (or we cannot tell): start a new one. */
   reset(): void {
+    this.aborted = false;
     this.epoch = INITIAL_EPOCH;
     this.generation++;
     this.partitions.clear();

@@ -108,6 +108,11 @@ export interface WorkerConfig {
   /** Share intake: deliveries of one job before it is given up (dead-lettered). */
   readonly shareDeliveryLimit: number;
   /**
+   * Share intake: how long a waiting fetch of an interactive topic waits at the broker. New jobs
+   * end it at once; a released job is seen by an idle worker only when it ends.
+   */
+  readonly shareIdleWaitMs: number;
+  /**
    * Share intake: estimated tokens of the jobs in hand (computing or waiting) under which a busy
    * worker asks the queue for more, so it never hoards jobs an idle worker could run; a worker
    * holding nothing takes a batch's worth (threads × batch tokens).
@@ -196,6 +201,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     intake: r.optionalString("SHOAL_INTAKE") === undefined ? undefined : r.oneOf("SHOAL_INTAKE", INTAKE_KINDS, "share"),
     shareLockMs: r.int("SHOAL_SHARE_LOCK_MS", 10_000, { min: 1_000, max: 3_600_000 }),
     shareDeliveryLimit: r.int("SHOAL_SHARE_DELIVERY_LIMIT", 5, { min: 2, max: 10 }),
+    shareIdleWaitMs: r.int("SHOAL_SHARE_IDLE_WAIT_MS", 100, { min: 10, max: 2_000 }),
     // Work in hand under which a busy worker takes more: the other threads' batches plus a short
     // look-ahead (bench:intake: 2048 let a worker running a long batch take jobs an idle one could
     // have started at once).

@@ -88,6 +88,7 @@ function createPoolIntake(deps: IntakeDeps): JobIntake {
     ],
     lockMs: config.shareLockMs,
     deliveryLimit: config.shareDeliveryLimit,
+    idleWaitMs: config.shareIdleWaitMs,
     logger: deps.logger,
   });
 }

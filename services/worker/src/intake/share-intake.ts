@@ -21,11 +21,15 @@ export interface ShareIntakeOptions {
   /** share.delivery.count.limit: deliveries before the broker gives a record up. */
   readonly deliveryLimit: number;
   /**
-   * Longest wait of a fetch of the first topic while nothing else has work (default 100 ms): an
-   * interactive job is taken the moment it arrives; a batch-lane job that arrives into an idle
-   * worker waits at most this.
+   * How long a waiting fetch of an interactive topic waits at the broker (default 100 ms). Every
+   * topic with room keeps a waiting fetch at the broker, sent again the moment the last one ends.
+   * The broker answers it as soon as a new job arrives, but not when a job is released (a worker
+   * gave it back for an idle one, or a stopped worker's connection closed): an idle worker sees a
+   * released job only when its wait ends, so this bounds how long a released job waits.
    */
   readonly idleWaitMs?: number;
+  /** The same for the retry and batch-lane topics while the worker holds no job (default 2,000 ms). */
+  readonly laterIdleWaitMs?: number;
   readonly logger: Logger;
 }
 
@@ -37,8 +41,10 @@ interface Member {
   joined: boolean;
   /** Jobs of this topic held now (delivered, not settled). */
   held: number;
-  /** A waiting fetch of a model step is out (see pullByModel). */
+  /** A waiting fetch is out (see poll). */
   polling: boolean;
+  /** Acknowledgements queued since this member's last fetch (the next one carries them). */
+  unsent: boolean;
 }
 
 /** Topics asked for together: one topic, or every model topic of one lane. */
@@ -49,12 +55,17 @@ interface Step {
   next: number;
   /** The step found jobs last time: look again at once rather than wait. */
   busy: boolean;
-  /** The model whose job an idle worker's waiting fetches brought first (see pullByModel). */
-  winner: Member | undefined;
 }
 
-/** How long a later step's background fetch waits at the broker (see pull). */
+/** How long a later step's waiting fetch waits at the broker while the worker holds jobs (see pull). */
 const LATER_POLL_MS = 500;
+/** Longest wait of a fetch that carries acknowledgements (stop() waits for it: see poll). */
+const ACK_WAIT_MS = 100;
+/**
+ * A finished job's acknowledgement rides the member's next fetch (no ShareAcknowledge of its own);
+ * one still queued this long after the settlement (no fetch came: paused, no room) is sent alone.
+ */
+const ACK_FLUSH_MS = 150;
 
 interface Held {
   readonly record: ShareRecord;
@@ -87,6 +98,7 @@ function headersOf(record: ShareRecord): RecordHeaders {
 export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   const log = opts.logger.child({ component: "share-intake" });
   const idleWaitMs = opts.idleWaitMs ?? 100;
+  const laterIdleWaitMs = opts.laterIdleWaitMs ?? 2_000;
   const members: Member[] = opts.topics.map(({ topic, lane, model }, i) => {
     const member = createShareConsumer({
       brokers: opts.brokers,
@@ -94,9 +106,9 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       groupId: opts.groupId,
       clientId: `${opts.clientId}-${i}`,
       logger: log,
-      // Fetches wait at most idleWaitMs: a broker that stops answering is noticed in seconds.
+      // Fetches wait at most a few seconds: a broker that stops answering is noticed in seconds.
       connectTimeoutMs: 3_000,
-      requestTimeoutMs: 5_000,
+      requestTimeoutMs: Math.max(5_000, laterIdleWaitMs + 3_000),
       groupConfig: { autoOffsetReset: "earliest", recordLockDurationMs: opts.lockMs, deliveryCountLimit: opts.deliveryLimit },
     });
     member.on("acknowledged", (r) => {
@@ -106,13 +118,13 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
           "the broker refused an acknowledgement (lock expired?); the job may run again elsewhere",
         );
     });
-    return { topic, lane, model, member, joined: false, held: 0, polling: false };
+    return { topic, lane, model, member, joined: false, held: 0, polling: false, unsent: false };
   });
   const steps: Step[] = [];
   for (const m of members) {
     const last = steps.at(-1);
     if (m.model !== undefined && last?.lane === m.lane && last.members[0]!.model !== undefined) last.members.push(m);
-    else steps.push({ lane: m.lane, members: [m], next: 0, busy: false, winner: undefined });
+    else steps.push({ lane: m.lane, members: [m], next: 0, busy: false });
   }
   // Workers start their rounds at different models.
   for (const step of steps) step.next = Math.floor(Math.random() * step.members.length);
@@ -124,15 +136,29 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   let paused = false;
   let loop: Promise<void> | undefined;
   let wake: (() => void) | undefined;
+  /** Something changed since the loop's round began (a fetch ended, a job settled): go round again. */
+  let poked = false;
   let flushTimer: NodeJS.Timeout | undefined;
   let renewTimer: NodeJS.Timeout | undefined;
 
-  /** Sends queued acknowledgements soon when no fetch is about to carry them. */
-  function scheduleFlush(): void {
-    flushTimer ??= setTimeout(() => {
+  /** Wakes the loop, or makes its next sleep return at once. */
+  function poke(): void {
+    poked = true;
+    wake?.();
+  }
+
+  /**
+   * Sends queued acknowledgements that no fetch carried. An accepted job's acknowledgement rides the
+   * member's next fetch, which the loop sends as soon as the member's waiting fetch ends (within
+   * idleWaitMs on an interactive topic); a release goes at once (another worker should take the job now).
+   */
+  function scheduleFlush(delayMs: number): void {
+    if (flushTimer !== undefined && delayMs >= ACK_FLUSH_MS) return;
+    clearTimeout(flushTimer);
+    flushTimer = setTimeout(() => {
       flushTimer = undefined;
       for (const m of members) void m.member.flush().catch((err: unknown) => log.warn({ err }, "acknowledgement flush failed; the next fetch retries"));
-    }, 5);
+    }, delayMs);
   }
 
   function deliver(record: ShareRecord, from: Member): void {
@@ -153,9 +179,10 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
         settled = true;
         held.delete(entry);
         from.held--;
+        from.unsent = true;
         member.acknowledge(record, ACK[outcome]);
-        scheduleFlush();
-        wake?.();
+        scheduleFlush(outcome === "release" ? 5 : ACK_FLUSH_MS);
+        poke();
       },
     };
     try {
@@ -166,8 +193,12 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     }
   }
 
-  /** Waits until the handler may have room again (a settlement) or `ms` passed. */
+  /** Waits until the loop is poked (a settlement, a fetch ended, stop) or `ms` passed. */
   function sleep(ms: number): Promise<void> {
+    if (poked) {
+      poked = false;
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
       function done(): void {
@@ -188,11 +219,14 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   async function fetchFrom(m: Member, room: number, waitMs: number, opts: { background?: boolean; keep?: (r: ShareRecord) => boolean } = {}): Promise<number> {
     const pause = (ms: number): Promise<void> => (opts.background ? new Promise((r) => setTimeout(r, ms)) : sleep(ms));
     try {
+      m.unsent = false;
       const records = await m.member.fetch({ maxRecords: room, maxWaitMs: waitMs });
       let kept = 0;
       let released = 0;
       for (const r of records) {
-        if (opts.keep && !opts.keep(r)) {
+        // A waiting fetch that ends after the intake paused (draining) or stopped: the jobs go back
+        // to the group at once, for a worker that will run them.
+        if (!running || paused || (opts.keep && !opts.keep(r))) {
           m.member.acknowledge(r, "release");
           released++;
           continue;
@@ -227,25 +261,77 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   }
 
   /**
+   * Leaves a fetch of `m` waiting at the broker for up to `waitMs`; when it ends the loop goes round
+   * again and sends the next one at once: a topic with room is never left without a waiting fetch
+   * (a job that arrives finds one and is answered at once). `took` runs when it brought jobs.
+   */
+  function poll(m: Member, room: number, waitMs: number, keep: ((r: ShareRecord) => boolean) | undefined, took: (n: number) => void): void {
+    m.polling = true;
+    // A fetch that carries acknowledgements waits briefly: stop() waits for it (its outcome says
+    // whether they were taken), while a bare waiting fetch is cut short (see ShareConsumer.close).
+    const wait = m.unsent ? Math.min(waitMs, ACK_WAIT_MS) : waitMs;
+    const p = fetchFrom(m, room, wait, { background: true, ...(keep ? { keep } : {}) }).then((n) => {
+      m.polling = false;
+      polling.delete(p);
+      if (n > 0) took(n);
+      poke();
+    });
+    polling.add(p);
+  }
+
+  /**
+   * How long a waiting fetch sent now waits. While the worker holds nothing: an interactive topic's
+   * idleWaitMs (a released job is seen when it ends), a later topic's laterIdleWaitMs (an empty
+   * ShareFetch costs the broker ~0.5–1 ms). While it holds jobs: at most ACK_WAIT_MS on an
+   * interactive topic (a finished job's acknowledgement rides the next fetch) and LATER_POLL_MS on
+   * a later one.
+   */
+  function waitFor(later: boolean): number {
+    if (held.size === 0) return later ? laterIdleWaitMs : idleWaitMs;
+    return later ? LATER_POLL_MS : Math.min(idleWaitMs, ACK_WAIT_MS);
+  }
+
+  /**
+   * A waiting fetch begun while the worker held nothing asked for an idle worker's take; if the
+   * worker has taken other jobs since, what no longer fits goes back to the group at once, for an
+   * idle worker (a job delivered before is kept: no job spends more than one delivery this way).
+   */
+  function fits(idle: boolean): ((r: ShareRecord) => boolean) | undefined {
+    if (!idle) return undefined;
+    let kept = 0;
+    return (r) => {
+      // Jobs held now that this fetch did not bring: the worker is no longer idle.
+      const ok = kept === 0 || r.deliveryCount > 1 || held.size === kept;
+      if (ok) kept++;
+      return ok;
+    };
+  }
+
+  /**
    * One model's jobs at a time from a per-model pool's topics (one member each: the share assignor
    * would otherwise spread the topics over the workers). A fetch over several models hands a
    * worker one job of each, i.e. one call per model, where one model's waiting jobs would have
    * made one batch. So: first more of the models this worker holds (their jobs join batches it
    * forms anyway); then, while jobs were found recently, the models in turn from a rotating start,
    * the first with jobs taking the room; when a round finds nothing, a waiting fetch of one job
-   * per model (every model when the worker holds nothing; else as many as the room allows) waits
-   * at the broker as long as the loop would, and the first job to come is followed by the rest of
-   * its model's queue. The waits last no longer than the loop's: one left waiting would take a job
-   * for a worker that has since become busy. Returns the jobs taken.
+   * per model (every model when the worker holds nothing; else as many as the room allows) stays
+   * at the broker, and the first job to come is followed by the rest of its model's queue (the
+   * next round fills from the model it holds). Returns the jobs taken.
    */
-  async function pullByModel(step: Step, waitMs: number): Promise<number> {
+  async function pullByModel(step: Step, later: boolean): Promise<number> {
     let took = 0;
-    for (const m of step.members) if (m.held > 0) took += await fill(step, m);
+    const filled = new Set<Member>();
+    for (const m of step.members)
+      if (m.held > 0) {
+        filled.add(m);
+        took += await fill(step, m);
+      }
     if (took > 0) return took;
     if (step.busy) {
       const n = step.members.length;
       for (let k = 0; k < n && running && !paused; k++) {
         const m = step.members[(step.next + k) % n]!;
+        if (filled.has(m)) continue;
         const got = await fill(step, m);
         if (got > 0) {
           step.next = (step.next + k + 1) % n;
@@ -254,92 +340,53 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       }
       step.busy = false;
     }
-    // A later step (the batch lane) does not hold the loop up: its fetches wait in the background.
-    const background = waitMs <= 0;
-    const pollMs = background ? LATER_POLL_MS : waitMs;
     // A worker with nothing in hand waits on every model: a job of any of them may start at once.
     // A busy one with room left waits on as many models as the room allows, in turn.
-    const room = held.size === 0 ? step.members.length : roomFor(step);
+    const fresh = held.size === 0;
+    const room = fresh ? step.members.length : roomFor(step);
     const idle = step.members.filter((m) => !m.polling);
     const start = step.next % Math.max(1, idle.length);
     const polls = [...idle.slice(start), ...idle.slice(0, start)].slice(0, Math.max(0, room));
-    // A fresh wait of an idle worker: the first job to come decides its model (see keep below).
-    const fresh = held.size === 0;
-    if (fresh) step.winner = undefined;
     // Fan-out calls to several models arrive at once, and the broker may answer every waiting fetch
     // of one worker (the longest waiting): that worker would run one call per model, one after
-    // another, while others idle. So once a wait has brought this worker one model's job, a first
-    // delivery of another model's is released at once for an idle worker (a job delivered before
-    // is kept: no job spends more than one of its deliveries this way). Only in waits begun idle:
-    // a busy worker's look-ahead keeps what it asked for.
+    // another, while others idle. So once a wait begun idle finds this worker holding another
+    // model's job, a first delivery is released at once for an idle worker (a job delivered before
+    // is kept: no job spends more than one of its deliveries this way). A busy worker's look-ahead
+    // keeps what it asked for.
     const keep =
       (m: Member) =>
-      (r: ShareRecord): boolean => {
-        if (fresh && step.winner !== undefined && step.winner !== m && r.deliveryCount <= 1 && running) return false;
-        step.winner ??= m;
-        return true;
-      };
-    const first = await new Promise<Member | undefined>((resolve) => {
-      const timer = background ? undefined : setTimeout(() => resolve(undefined), waitMs);
-      for (const m of polls) {
-        m.polling = true;
-        const poll = fetchFrom(m, 1, pollMs, { background: true, keep: keep(m) }).then((n) => {
-          m.polling = false;
-          polling.delete(poll);
-          if (n === 0) return;
-          step.busy = true;
-          clearTimeout(timer);
-          resolve(m);
-          wake?.();
-        });
-        polling.add(poll);
-      }
-      if (background) resolve(undefined);
-      // Every poll still out (the last round's, about to come back empty) or no room: the first poll
-      // to end, a settlement or the wait ends this one, so the members are asked again at once. A
-      // plain wait here left every model without a waiting fetch for most of it (lone calls took
-      // 23 ms of path instead of 8–10).
-      else if (polls.length === 0) void Promise.race([...polling, sleep(waitMs)]).then(() => resolve(undefined));
-    });
-    if (first === undefined) return 0;
-    step.busy = true;
-    return 1 + (await fill(step, first));
+      (r: ShareRecord): boolean =>
+        !fresh || m.held > 0 || r.deliveryCount > 1 || !step.members.some((x) => x !== m && x.held > 0);
+    const waitMs = waitFor(later);
+    for (const m of polls) poll(m, 1, waitMs, keep(m), () => (step.busy = true));
+    return 0;
   }
 
   /**
-   * One step's fetch. A later step (retries, the batch lane) that found nothing last time is not
-   * asked again every round: a fetch waits for its jobs at the broker in the background while the
-   * loop goes on (an empty ShareFetch costs the broker ~0.5–1 ms: asking each idle topic ten times
-   * a second was most of a worker's idle broker load), and its first jobs make it busy again.
+   * One step's fetch. A step that found jobs last time is asked again at once (no wait); one that
+   * found nothing leaves a fetch waiting at the broker (see poll) while the loop goes on, and its
+   * first jobs make it busy again.
    */
-  function pull(step: Step, waitMs: number, later: boolean): Promise<number> {
-    if (step.members.length > 1 || step.members[0]!.model !== undefined) return pullByModel(step, waitMs);
+  async function pull(step: Step, later: boolean): Promise<number> {
+    if (step.members.length > 1 || step.members[0]!.model !== undefined) return pullByModel(step, later);
     const m = step.members[0]!;
-    const room = handler!.room(step.lane);
-    if (room <= 0 || m.polling) return Promise.resolve(0);
-    if (!later || step.busy)
-      return fetchFrom(m, room, waitMs).then((n) => {
-        step.busy = n > 0;
-        return n;
-      });
-    m.polling = true;
-    const poll = fetchFrom(m, room, LATER_POLL_MS, { background: true }).then((n) => {
-      m.polling = false;
-      polling.delete(poll);
-      if (n > 0) {
-        step.busy = true;
-        wake?.();
-      }
-    });
-    polling.add(poll);
-    return Promise.resolve(0);
+    let room = handler!.room(step.lane);
+    if (room <= 0 || m.polling) return 0;
+    if (step.busy) {
+      const n = await fetchFrom(m, room, 0);
+      if (n > 0) return n;
+      step.busy = false;
+      room = handler!.room(step.lane);
+      if (room <= 0 || m.polling || !running || paused) return 0;
+    }
+    // A waiting fetch answered with fewer jobs than it asked for emptied the queue: the next one waits.
+    poll(m, room, waitFor(later), fits(held.size === 0), (n) => (step.busy = n >= room));
+    return 0;
   }
 
   async function run(): Promise<void> {
-    // Whether a later topic (the batch lane) had jobs last time round: then the first topic is
-    // only polled, not waited on, so a batch-lane backlog flows while no interactive job waits.
-    let laterHadWork = false;
     while (running) {
+      poked = false;
       if (paused) {
         await sleep(100);
         continue;
@@ -350,12 +397,11 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
         await sleep(5);
         continue;
       }
-      let tookLater = 0;
-      for (let i = 0; i < steps.length && running && !paused; i++) {
-        const n = await pull(steps[i]!, i === 0 && !laterHadWork ? idleWaitMs : 0, i > 0);
-        if (i > 0) tookLater += n;
-      }
-      laterHadWork = tookLater > 0;
+      let took = 0;
+      for (let i = 0; i < steps.length && running && !paused; i++) took += await pull(steps[i]!, i > 0);
+      // Nothing taken: every topic with room has a fetch waiting at the broker. Sleep until one
+      // ends (with jobs, or empty: then it is sent again), a job settles, or the intake stops.
+      if (took === 0) await sleep(idleWaitMs);
     }
   }
 
@@ -421,11 +467,12 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       clearInterval(renewTimer);
       clearTimeout(flushTimer);
       await loop;
-      await Promise.all(polling);
       // Closing sends the acknowledgements still queued and releases every job never settled,
-      // so other workers take them at once.
+      // so other workers take them at once; a fetch still waiting at the broker with nothing to
+      // acknowledge is cut short (its connection closed: the broker releases what it took).
       if (held.size > 0) log.info({ unsettled: held.size }, "releasing unsettled jobs to the share group");
       await Promise.all(members.map((m) => m.member.close()));
+      await Promise.all(polling);
     },
   };
 }
