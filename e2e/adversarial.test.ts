@@ -22,9 +22,10 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { selfSignedCert } from "@shoal/common/self-signed";
 import { Kafka, logLevel } from "kafkajs";
-import { encodeEnvelope, jobsTopic } from "@shoal/common";
+import { encodeEnvelope, encodeStatus, jobsTopic, STATUS_TOPIC } from "@shoal/common";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { JobEnvelopeSchema } from "@shoal/gen/shoal/v1/job_pb.ts";
+import { WorkerStatusSchema } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { idleSession, neverReads, silent, slowBody, slowHeaders, streamFlood } from "./harness/attacks.ts";
 import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor, codeOf } from "./harness/clients.ts";
@@ -40,6 +41,7 @@ const LIMITS = {
   SHOAL_MAX_CONCURRENT_STREAMS: "16",
   SHOAL_STREAM_RESET_BURST: "20",
   SHOAL_STREAM_RESETS_PER_SECOND: "20",
+  SHOAL_MAX_WORKERS: "32",
 };
 const POLITE_CALLS = 40;
 
@@ -300,6 +302,52 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
     await producer.disconnect();
     await waitFor(() => dropped() - before >= 200, 20_000, 100);
     assert.equal(dropped() - before, 200, "every result to a missing reply topic was dropped, none retried for long");
+  });
+
+  test("forged worker status flood: 5,000 distinct worker ids hold at most SHOAL_MAX_WORKERS (32) entries, the real worker stays listed, the forged ones expire", async () => {
+    const kafka = new Kafka({ clientId: "e2e-status-flood", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING });
+    const producer = kafka.producer();
+    await producer.connect();
+    const gatewayMetrics = `${url}/metrics`;
+    const { cluster: clusterApi } = clientsFor(url, "connect");
+    const listed = async (): Promise<string[]> => (await clusterApi.getCluster({})).workers.map((w) => w.workerId);
+    const real = await listed();
+    assert.equal(real.length, 1, "the real worker is listed before the flood");
+    const refusedBefore = total(await scrape(gatewayMetrics), "shoal_gateway_status_records_rejected_total", { reason: "capacity" });
+    let mostHeld = 0;
+    const FORGED = 5_000;
+    await underAttack("status flood", async () => {
+      for (let i = 0; i < FORGED; i += 500) {
+        await producer.send({
+          topic: STATUS_TOPIC,
+          messages: Array.from({ length: 500 }, (_, j) => {
+            const workerId = `forged-${i + j}`;
+            // Announced every 500 ms: stale 3.5 s after it was written unless refreshed.
+            const value = encodeStatus(create(WorkerStatusSchema, { workerId, pool: cluster.pool, updatedUnixMs: BigInt(Date.now()), intervalMs: 500 }));
+            return { key: workerId, value: Buffer.from(value) };
+          }),
+        });
+        mostHeld = Math.max(mostHeld, total(await scrape(gatewayMetrics), "shoal_gateway_status_entries"));
+      }
+    });
+    await producer.disconnect();
+    assert.ok(
+      await waitFor(
+        async () => total(await scrape(gatewayMetrics), "shoal_gateway_status_records_rejected_total", { reason: "capacity" }) - refusedBefore >= FORGED - 31,
+        20_000,
+        100,
+      ),
+      "the gateway read the flood and refused the ids past its bound",
+    );
+    const refused = total(await scrape(gatewayMetrics), "shoal_gateway_status_records_rejected_total", { reason: "capacity" }) - refusedBefore;
+    const held = total(await scrape(gatewayMetrics), "shoal_gateway_status_entries");
+    console.error(`adversarial: status flood: ${FORGED} forged ids, ${refused} refused, at most ${mostHeld} entries held during it, ${held} after`);
+    assert.ok(mostHeld <= 32 && held <= 32, `entries held ${mostHeld} / ${held}, bound 32`);
+    assert.ok((await listed()).includes(real[0]!), "the real worker is still listed");
+    // The forged entries were never refreshed: out of the view after 3.5 s, out of memory at the next sweep (5 s).
+    assert.ok(await waitFor(async () => (await listed()).length === 1, 10_000, 200), "the forged workers leave the cluster view");
+    assert.deepEqual(await listed(), real);
+    assert.ok(await waitFor(async () => total(await scrape(gatewayMetrics), "shoal_gateway_status_entries") === 1, 15_000, 200), "swept from memory");
   });
 
   test("clients that never read their answers: 10 paused sockets asking for 256 vectors each do not slow anyone else", async () => {

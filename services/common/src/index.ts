@@ -52,6 +52,7 @@ export {
   parseClusterKeys,
   readClusterKeys,
   SIGNATURE_HEADER,
+  statusSignedBytes,
   warnIfUnsigned,
   type RecordSigner,
   type SignedKind,

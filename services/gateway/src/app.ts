@@ -98,11 +98,18 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     onForged: () => metrics.recordsRejected.inc({ reason: "signature" }),
   });
   // Which workers are alive and what they hold, from the status topic they publish to.
-  const cluster = createClusterState(kafka, logger, `shoal-gateway-status-${config.instanceId}`);
+  // Bounded and expiring; with cluster keys, only signed status records count.
+  const cluster = createClusterState(kafka, logger, {
+    groupId: `shoal-gateway-status-${config.instanceId}`,
+    maxWorkers: config.maxWorkers,
+    signer,
+    onRejected: (reason) => metrics.statusRejected.inc({ reason }),
+  });
   const health = new HealthState([InferenceService.typeName, ModelService.typeName, ClusterService.typeName]);
   const metrics = createGatewayMetrics(
     () => pending.size,
     () => lagMonitor?.lag ?? new Map(),
+    () => cluster.size,
   );
   // Readiness follows the broker: NOT_SERVING within seconds of losing it, SERVING when it returns.
   const probe = createKafkaProbe(admin, {

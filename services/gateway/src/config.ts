@@ -15,6 +15,8 @@ export interface GatewayConfig {
   readonly catalogPath: string;
   /** SHOAL_CLUSTER_KEYS / _FILE: keys that sign and check job, result and cancel records (none: off). */
   readonly clusterKeys: readonly Buffer[];
+  /** SHOAL_MAX_WORKERS: most worker status entries kept (a flood of forged ids is refused past it). */
+  readonly maxWorkers: number;
   readonly kafka: KafkaSettings;
   /** Deadline given to calls that carry none. */
   readonly defaultTimeoutMs: number;
@@ -101,6 +103,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     instanceId,
     catalogPath: catalogPath ?? "",
     clusterKeys: readClusterKeys(r),
+    maxWorkers: r.int("SHOAL_MAX_WORKERS", 1_024, { min: 1 }),
     kafka: readKafkaSettings(r, `shoal-gateway-${instanceId}`),
     defaultTimeoutMs,
     maxTimeoutMs,

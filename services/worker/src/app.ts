@@ -132,6 +132,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     status = createStatusPublisher(kafka, logger, {
       workerId: config.workerId,
       intervalMs: config.statusIntervalMs,
+      signer,
       snapshot: () =>
         statusSnapshot({
           config,

@@ -161,7 +161,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     models: r.list("SHOAL_MODELS", []),
     memoryBudgetBytes: memoryBudgetBytes ?? 0,
     residencyPolicy: r.oneOf("SHOAL_RESIDENCY_POLICY", ["lru", "pinned-by-traffic"] as const, "pinned-by-traffic"),
-    statusIntervalMs: r.int("SHOAL_STATUS_INTERVAL_MS", 2_000, { min: 20 }),
+    statusIntervalMs: r.int("SHOAL_STATUS_INTERVAL_MS", 2_000, { min: 20, max: 60_000 }),
     maxAttempts: r.int("SHOAL_MAX_ATTEMPTS", 3, { min: 1, max: 20 }),
     clusterKeys: readClusterKeys(r),
     kafka: readKafkaSettings(r, `shoal-worker-${workerId}`),
