@@ -57,6 +57,7 @@ export {
   type RecordSigner,
   type SignedKind,
 } from "./record-signer.ts";
+export { checkKafkaCertificates, KafkaCertificateError } from "./kafka-tls-check.ts";
 export { createBatchingProducer, ProducerClosedError, RecordWithdrawnError, type BatchingProducer } from "./batching-producer.ts";
 export { vectorsToBytes, bytesToVectors } from "./vectors.ts";
 export {

@@ -1,6 +1,7 @@
 import { Code, ConnectError, createContextValues, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import {
+  checkKafkaCertificates,
   createKafka,
   createKafkaProbe,
   ensureTopics,
@@ -153,6 +154,8 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
         });
 
   async function start(): Promise<{ port: number }> {
+    // An untrusted broker certificate stops the start at once, named (kafkajs would retry it ~10 s).
+    await checkKafkaCertificates(config.kafka);
     const catalog = await loadCatalog(config.catalogPath);
     await admin.connect();
     await ensureTopics(admin, [

@@ -1,5 +1,6 @@
 import {
   cancelTopic,
+  checkKafkaCertificates,
   createKafka,
   createKafkaProbe,
   ensureTopics,
@@ -115,6 +116,9 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   });
 
   async function start(): Promise<void> {
+    // An untrusted broker certificate stops the start at once, named (kafkajs would retry it ~10 s),
+    // before minutes of model loading.
+    await checkKafkaCertificates(config.kafka);
     const httpPort = await http.listen(config.httpPort, config.httpHost);
     catalog = await loadCatalog(config.catalogPath);
     const pool = catalog.pools.get(config.pool);
