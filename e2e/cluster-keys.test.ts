@@ -5,15 +5,17 @@ import { create } from "@bufbuild/protobuf";
 import {
   createRecordSigner,
   encodeEnvelope,
+  encodeGatewayRegistration,
   encodeResult,
   encodeStatus,
+  GATEWAYS_TOPIC,
   jobsTopic,
   replyTopic,
   SIGNATURE_HEADER,
   STATUS_TOPIC,
   statusSignedBytes,
 } from "@shoal/common";
-import { WorkerStatusSchema } from "@shoal/gen/shoal/v1/cluster_pb.ts";
+import { GatewayRegistrationSchema, WorkerStatusSchema } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { JobEnvelopeSchema, JobResultSchema, JobStatus } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { Kafka, logLevel, type Producer } from "kafkajs";
@@ -24,7 +26,7 @@ import { scrape, total } from "./harness/prometheus.ts";
 /**
  * The Kafka trust boundary (issue #19): with SHOAL_CLUSTER_KEYS on every service, a client that
  * can produce to Shoal's topics can neither have a forged job run nor answer a call with a forged
- * result. Each forgery is paired with the same record correctly signed, which does get through,
+ * result, nor register a reply topic. Each forgery is paired with the same record correctly signed, which does get through,
  * so the test fails if verification rejects everything (or nothing).
  */
 describe("cluster keys: job, result, cancel and worker status records are signed and checked", () => {
@@ -36,7 +38,8 @@ describe("cluster keys: job, result, cancel and worker status records are signed
   let workerMetrics: string;
 
   before(async () => {
-    cluster = await startCluster({ gatewayEnv: { SHOAL_CLUSTER_KEYS: key }, workerEnv: { SHOAL_CLUSTER_KEYS: key } });
+    // The reply-topic registry on: the gateway's registration must be signed for Embed to be answered.
+    cluster = await startCluster({ gatewayEnv: { SHOAL_CLUSTER_KEYS: key }, workerEnv: { SHOAL_CLUSTER_KEYS: key, SHOAL_REPLY_REGISTRY: "1" } });
     const line = await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs");
     workerMetrics = `http://127.0.0.1:${String(line["httpPort"])}/metrics`;
     producer = new Kafka({ clientId: "e2e-forger", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING }).producer();
@@ -56,7 +59,7 @@ describe("cluster keys: job, result, cancel and worker status records are signed
     assert.fail(`not within 10 s: ${what}`);
   };
 
-  test("signed end to end: Embed is answered", async () => {
+  test("signed end to end (jobs, results, the gateway's reply-topic registration): Embed is answered", async () => {
     const { inference } = clientsFor(cluster.urls[0]!, "connect");
     const res = await inference.embed({ model: cluster.modelIds[0]!, inputs: ["signed all the way"] }, { timeoutMs: 20_000 });
     assert.equal(res.embeddings.length, 1);
@@ -167,5 +170,26 @@ describe("cluster keys: job, result, cancel and worker status records are signed
     // A signed tombstone takes the visitor out (and keeps the test's leftovers out of the view).
     await producer.send({ topic: STATUS_TOPIC, messages: [{ key: "signed-visitor", value: null, headers: sig(rightly, "signed-visitor", null) }] });
     await until("the signed tombstone removes it", async () => !(await listed()).includes("signed-visitor"));
+  });
+
+  test("a forged reply-topic registration (unsigned, another key, a worker status signature) is refused by the worker", async () => {
+    const instance = `forged-${randomBytes(4).toString("hex")}`;
+    const value = Buffer.from(
+      encodeGatewayRegistration(
+        create(GatewayRegistrationSchema, { instanceId: instance, replyTopic: replyTopic(instance), updatedUnixMs: BigInt(Date.now()), intervalMs: 60_000 }),
+      ),
+    );
+    const rejected = async () => total(await scrape(workerMetrics), "shoal_worker_gateway_registrations_rejected_total", { reason: "signature" });
+    const before = await rejected();
+    await producer.send({
+      topic: GATEWAYS_TOPIC,
+      messages: [
+        { key: instance, value },
+        { key: instance, value, headers: { [SIGNATURE_HEADER]: wrongly.sign("gateway", statusSignedBytes(instance, value))! } },
+        { key: instance, value, headers: { [SIGNATURE_HEADER]: rightly.sign("status", statusSignedBytes(instance, value))! } },
+      ],
+    });
+    await until("the worker refuses the three forged registrations", async () => (await rejected()) >= before + 3);
+    assert.equal(await rejected(), before + 3);
   });
 });

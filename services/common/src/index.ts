@@ -13,6 +13,8 @@ export {
   ensureTopics,
   poolTopicSpecs,
   statusTopicSpec,
+  GATEWAYS_TOPIC,
+  gatewaysTopicSpec,
   STATUS_TOPIC,
   signedKindOf,
   MAX_RECORD_BYTES,
@@ -44,6 +46,8 @@ export {
   decodeCancel,
   encodeStatus,
   decodeStatus,
+  encodeGatewayRegistration,
+  decodeGatewayRegistration,
   RecordDecodeError,
 } from "./codec.ts";
 export {

@@ -4,7 +4,7 @@
  * HMAC-SHA256 over its kind and value in the `shoal-sig` header, and readers drop records whose
  * signature is missing or wrong. Worker status records are signed too, over their key (the worker
  * id) and value (`statusSignedBytes`), so a tombstone is signed and a status cannot be moved to
- * another worker's key. A client that may produce to a jobs or reply topic can then
+ * another worker's key; gateways' reply-topic registrations likewise (kind `gateway`). A client that may produce to a jobs or reply topic can then
  * neither forge a job (another tenant's, or with a forged attempt count) nor answer someone
  * else's call. The kind is inside the MAC, so a result cannot be replayed as a job.
  *
@@ -17,7 +17,7 @@ import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { EnvReader } from "./env-config.ts";
 
-export type SignedKind = "job" | "result" | "cancel" | "status";
+export type SignedKind = "job" | "result" | "cancel" | "status" | "gateway";
 
 export const SIGNATURE_HEADER = "shoal-sig";
 const VERSION = "v1";

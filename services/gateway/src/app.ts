@@ -11,6 +11,7 @@ import {
   replyTopic,
   shareSecurity,
   statusTopicSpec,
+  gatewaysTopicSpec,
   stopSteps,
   type Logger,
   createRecordSigner,
@@ -40,6 +41,7 @@ import { createJobProducer } from "./job-producer.ts";
 import { createModelService } from "./model-service.ts";
 import { PendingJobs } from "./pending-jobs.ts";
 import { createReplyConsumer } from "./reply-consumer.ts";
+import { createReplyRegistration } from "./reply-registration.ts";
 import { createConsoleStatic } from "./console-static.ts";
 import { createCors } from "./cors.ts";
 import { createHttpFront } from "./http-front.ts";
@@ -97,6 +99,13 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     onDropped: (n) => metrics.resultsDropped.inc(n),
     signer,
     onForged: () => metrics.recordsRejected.inc({ reason: "signature" }),
+  });
+  // This replica's reply topic, registered on shoal.gateways for workers that enforce the registry.
+  const registration = createReplyRegistration(kafka, logger, {
+    instanceId: config.instanceId,
+    replyTopic: ownReplyTopic,
+    intervalMs: config.registrationIntervalMs,
+    signer,
   });
   // Which workers are alive and what they hold, from the status topic they publish to.
   // Bounded and expiring; with cluster keys, only signed status records count.
@@ -161,6 +170,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     await ensureTopics(admin, [
       ...[...catalog.pools.values()].flatMap(poolTopicSpecs),
       statusTopicSpec,
+      gatewaysTopicSpec,
       {
         topic: ownReplyTopic,
         partitions: config.replyPartitions,
@@ -170,6 +180,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     ]);
     await producer.start();
     await replies.start();
+    await registration.start();
     await cluster.start();
     dispatch?.start();
     lagMonitor = createLaneLagMonitor(
@@ -337,6 +348,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
         },
       ],
       ["close the server", () => server?.close()],
+      ["withdraw the reply topic registration", () => registration.stop()],
       ["stop the reply consumer", () => replies.stop()],
       ["stop routed dispatch", () => dispatch?.stop()],
       ["stop the cluster-state consumer", () => cluster.stop()],

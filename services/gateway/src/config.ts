@@ -17,6 +17,8 @@ export interface GatewayConfig {
   readonly clusterKeys: readonly Buffer[];
   /** SHOAL_MAX_WORKERS: most worker status entries kept (a flood of forged ids is refused past it). */
   readonly maxWorkers: number;
+  /** SHOAL_REGISTRATION_INTERVAL_MS: how often the reply topic is registered on shoal.gateways. */
+  readonly registrationIntervalMs: number;
   readonly kafka: KafkaSettings;
   /** Deadline given to calls that carry none. */
   readonly defaultTimeoutMs: number;
@@ -104,6 +106,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     catalogPath: catalogPath ?? "",
     clusterKeys: readClusterKeys(r),
     maxWorkers: r.int("SHOAL_MAX_WORKERS", 1_024, { min: 1 }),
+    registrationIntervalMs: r.int("SHOAL_REGISTRATION_INTERVAL_MS", 5_000, { min: 100, max: 60_000 }),
     kafka: readKafkaSettings(r, `shoal-gateway-${instanceId}`),
     defaultTimeoutMs,
     maxTimeoutMs,
