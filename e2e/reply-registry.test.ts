@@ -28,7 +28,8 @@ describe("reply-topic registry: workers answer only reply topics a live gateway 
   let workerMetrics: string;
 
   before(async () => {
-    cluster = await startCluster({ workerEnv: { SHOAL_REPLY_REGISTRY: "1" } });
+    // Few in-flight slots: a waiting result holds its job's slot, so a flood of forged jobs could hold them all.
+    cluster = await startCluster({ workerEnv: { SHOAL_REPLY_REGISTRY: "1", SHOAL_MAX_INFLIGHT_JOBS: "32" } });
     const line = await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs");
     workerMetrics = `http://127.0.0.1:${String(line["httpPort"])}/metrics`;
     const kafka = new Kafka({ clientId: "e2e-registry", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING });
@@ -118,5 +119,21 @@ describe("reply-topic registry: workers answer only reply topics a live gateway 
     await producer.send({ topic: jobsTopic(cluster.pool, Lane.INTERACTIVE), messages: [{ value: job(topic) }] });
     await until("the lapsed registration's result is dropped", async () => (await dropped()) >= droppedBefore + 1, 15_000);
     assert.equal(await records(topic), 1, "no second result on the lapsed topic");
+  });
+
+  test("a flood of 300 jobs naming unregistered reply topics: all dropped, and a caller's Embed beside it is answered within 3 s", async () => {
+    const droppedBefore = await dropped();
+    const rogue = await newReplyTopic();
+    const { inference } = clientsFor(cluster.urls[0]!, "connect");
+    await producer.send({ topic: jobsTopic(cluster.pool, Lane.INTERACTIVE), messages: Array.from({ length: 300 }, () => ({ value: job(rogue) })) });
+    // Only 16 results may wait out the 1 s grace at once: the rest are refused at once, freeing their slots.
+    const t0 = performance.now();
+    const res = await inference.embed({ model: cluster.modelIds[0]!, inputs: ["beside the flood"] }, { timeoutMs: 20_000 });
+    const ms = performance.now() - t0;
+    assert.equal(res.embeddings.length, 1);
+    await until("all 300 results dropped", async () => (await dropped()) >= droppedBefore + 300, 30_000);
+    console.error(`reply-registry: Embed beside 300 forged jobs answered in ${ms.toFixed(0)} ms`);
+    assert.ok(ms < 3_000, `answered after ${ms.toFixed(0)} ms`);
+    assert.equal(await records(rogue), 0);
   });
 });

@@ -16,6 +16,12 @@ import {
 const CLOCK_SLACK_MS = 2_000;
 /** Longest registration interval honoured. */
 const MAX_INTERVAL_MS = 60_000;
+/**
+ * Results waiting for a registration at once; past it an unregistered topic is refused at once. A
+ * waiting result holds its job's in-flight slot: a flood of forged jobs must not hold them all
+ * (only a gateway that has just started can be legitimately unseen, for a few milliseconds).
+ */
+export const MAX_WAITING_RESULTS = 16;
 
 export type RegistrationRejection = "signature" | "malformed" | "capacity";
 export type RegistrationOutcome = "stored" | "removed" | "stale" | RegistrationRejection;
@@ -96,7 +102,8 @@ export interface ReplyRegistry {
   stop(): Promise<void>;
   /**
    * Whether a live gateway registered `topic`. A registration not seen yet is waited for up to the
-   * grace (the gateway registers before it serves, but this reader and the job intake fetch apart).
+   * grace (the gateway registers before it serves, but this reader and the job intake fetch apart),
+   * by at most MAX_WAITING_RESULTS results at once.
    */
   allows(topic: string): Promise<boolean>;
 }
@@ -183,6 +190,7 @@ export function createReplyRegistry(kafka: Kafka, logger: Logger, opts: ReplyReg
     },
     async allows(topic) {
       if (table.registered(topic, Date.now())) return true;
+      if (waiters.size >= MAX_WAITING_RESULTS) return false;
       return new Promise<boolean>((resolve) => {
         const check = (): void => {
           if (!table.registered(topic, Date.now())) return;
