@@ -4,14 +4,15 @@
  * the producer to notice. kafkajs's producer never refreshes its metadata after a request timeout,
  * so without help it keeps writing to the silent broker until that broker answers again; the
  * batching producer (gateway jobs, worker results) starts a new producer after a timed-out
- * request. Three Kafka hosts in network namespaces (see harness/netns.ts), the producer in the
- * root namespace, the gateway's producer settings, a 2 s request timeout.
+ * request, and, given `stuckAfterMs`, as soon as a request has waited that long (the gateway's
+ * job producer and the worker's result producer do). Three Kafka hosts in network namespaces (see
+ * harness/netns.ts), the producer in the root namespace, the gateway's producer settings.
  */
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { createBatchingProducer, createKafka, createLogger } from "@shoal/common";
-import { createNetLab, netnsProblem, type NetLab } from "./harness/netns.ts";
-import { startNetnsKafka } from "./harness/netns-kafka.ts";
+import { createNetLab, netnsProblem, type Host, type NetLab } from "./harness/netns.ts";
+import { startNetnsKafka, type NetnsKafka } from "./harness/netns-kafka.ts";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const problem = await netnsProblem();
@@ -22,27 +23,45 @@ describe("a silent partition leader (network partition, 3 brokers)", { skip: pro
     for (const c of cleanup.reverse()) await c().catch((err: unknown) => process.stderr.write(`cleanup: ${String(err)}\n`));
   });
 
-  test("the batching producer writes again while the old leader is still cut off", { timeout: 180_000 }, async () => {
-    const lab: NetLab = await createNetLab();
-    cleanup.push(() => lab.destroy());
+  let lab: NetLab | undefined;
+  let cluster: { kafka: NetnsKafka; hosts: Host[] } | undefined;
+  async function kafkaHosts(): Promise<{ kafka: NetnsKafka; hosts: Host[] }> {
+    if (cluster) return cluster;
+    lab = await createNetLab();
+    const l = lab;
+    cleanup.push(() => l.destroy());
     const hosts = [await lab.addHost("kafka1"), await lab.addHost("kafka2"), await lab.addHost("kafka3")];
-    const kafkaCluster = await startNetnsKafka(hosts);
-    cleanup.push(() => kafkaCluster.stop());
+    const kafka = await startNetnsKafka(hosts);
+    cleanup.push(() => kafka.stop());
+    cluster = { kafka, hosts };
+    return cluster;
+  }
+
+  /**
+   * 10 records a second, each given up after 3 s (the gateway's ack timeout), for 5 + 25 + 5 s; the
+   * broker leading the most partitions of a fresh topic is cut off for the 25 s.
+   */
+  async function cutTheLeader(name: string, settings: { requestTimeoutMs: number; stuckAfterMs?: number }) {
+    const { kafka: kafkaCluster, hosts } = await kafkaHosts();
     const logger = createLogger("silent-leader-test", "error");
     const kafka = createKafka(
-      { brokers: kafkaCluster.brokers.split(","), clientId: "silent-leader", ssl: false, connectionTimeoutMs: 1_000, requestTimeoutMs: 2_000 },
+      { brokers: kafkaCluster.brokers.split(","), clientId: name, ssl: false, connectionTimeoutMs: 1_000, requestTimeoutMs: settings.requestTimeoutMs },
       logger,
     );
     const admin = kafka.admin();
     await admin.connect();
     cleanup.push(() => admin.disconnect());
-    await admin.createTopics({ topics: [{ topic: "jobs", numPartitions: 6 }] });
+    const topic = `jobs-${name}`;
+    await admin.createTopics({ topics: [{ topic, numPartitions: 6 }], waitForLeaders: true });
     // The gateway's job producer settings (services/gateway/src/job-producer.ts).
-    const producer = createBatchingProducer(kafka, logger, { name: "silent-leader", retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 } });
+    const producer = createBatchingProducer(kafka, logger, {
+      name,
+      retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 },
+      ...(settings.stuckAfterMs !== undefined ? { stuckAfterMs: settings.stuckAfterMs } : {}),
+    });
     await producer.connect();
     cleanup.push(() => producer.disconnect());
 
-    // 10 records a second, each given up after 3 s (the gateway's ack timeout), for 5 + 25 + 5 s.
     const t0 = performance.now();
     const acked: number[] = [];
     let failed = 0;
@@ -50,7 +69,7 @@ describe("a silent partition leader (network partition, 3 brokers)", { skip: pro
     const load = (async () => {
       for (let i = 0; !stop && i < 400; i++) {
         const timeout = sleep(3_000).then(() => Promise.reject(new Error("not acknowledged within 3 s")));
-        void Promise.race([producer.send("jobs", { key: `k${i}`, value: `record ${i}` }), timeout]).then(
+        void Promise.race([producer.send(topic, { key: `k${i}`, value: `record ${i}` }), timeout]).then(
           () => acked.push(performance.now() - t0),
           () => (failed += 1),
         );
@@ -58,16 +77,15 @@ describe("a silent partition leader (network partition, 3 brokers)", { skip: pro
       }
     })();
     await sleep(5_000);
-    // Cut off the broker leading the most partitions.
-    const md = await admin.fetchTopicMetadata({ topics: ["jobs"] });
+    const md = await admin.fetchTopicMetadata({ topics: [topic] });
     const leaders = (md.topics[0]?.partitions ?? []).map((p) => p.leader);
     const victimId = [...kafkaCluster.ids].sort((a, b) => leaders.filter((l) => l === b).length - leaders.filter((l) => l === a).length)[0]!;
     const victim = hosts[kafkaCluster.ids.indexOf(victimId)]!;
     const cutAt = performance.now() - t0;
-    await lab.isolate(victim);
+    await lab!.isolate(victim);
     await sleep(25_000);
     const healAt = performance.now() - t0;
-    await lab.heal(victim);
+    await lab!.heal(victim);
     await sleep(5_000);
     stop = true;
     await load;
@@ -76,11 +94,25 @@ describe("a silent partition leader (network partition, 3 brokers)", { skip: pro
     // Acknowledged in the last 10 s of the cut: the producer found the new leaders without the old one's help.
     const lateInCut = acked.filter((t) => t >= healAt - 10_000 && t < healAt).length;
     const firstAfterCut = acked.find((t) => t > cutAt + 3_000);
+    // The longest time without any acknowledgement, from the cut to the heal.
+    const inCut = [cutAt, ...acked.filter((t) => t > cutAt && t < healAt), healAt];
+    const gapMs = Math.max(...inCut.slice(1).map((t, i) => t - inCut[i]!));
     console.log(
-      `silent leader: cut broker ${victimId} (led ${leaders.filter((l) => l === victimId).length}/6) at ${(cutAt / 1000).toFixed(1)} s, healed at ${(healAt / 1000).toFixed(1)} s; ` +
-        `writes again ${firstAfterCut === undefined ? "never" : `${((firstAfterCut - cutAt) / 1000).toFixed(1)} s after the cut`}; ` +
-        `${lateInCut} records acknowledged in the last 10 s of the cut; ${acked.length} acknowledged, ${failed} given up`,
+      `silent leader (${name}: request timeout ${settings.requestTimeoutMs} ms, stuck after ${settings.stuckAfterMs ?? "-"} ms): cut broker ${victimId} (led ${leaders.filter((l) => l === victimId).length}/6); ` +
+        `longest gap without an ack ${(gapMs / 1000).toFixed(1)} s; ${lateInCut} records acknowledged in the last 10 s of the cut; ${acked.length} acknowledged, ${failed} given up`,
     );
+    return { lateInCut, firstAfterCut, gapMs };
+  }
+
+  test("the batching producer writes again while the old leader is still cut off (2 s request timeout)", { timeout: 180_000 }, async () => {
+    const { lateInCut } = await cutTheLeader("timeout", { requestTimeoutMs: 2_000 });
     assert.ok(lateInCut >= 50, `records are acknowledged while the old leader is still cut off (${lateInCut} in the last 10 s of the cut)`);
+  });
+
+  test("with the default 10 s request timeout, a stuck bound (3 s) brings writes back within seconds", { timeout: 180_000 }, async () => {
+    const { lateInCut, gapMs } = await cutTheLeader("stuck", { requestTimeoutMs: 10_000, stuckAfterMs: 3_000 });
+    assert.ok(lateInCut >= 50, `records are acknowledged while the old leader is still cut off (${lateInCut} in the last 10 s of the cut)`);
+    // Kafka fences the silent broker after 3 s (broker.session.timeout.ms); one or two 3 s bounds follow.
+    assert.ok(gapMs < 9_000, `longest gap without an acknowledgement: ${(gapMs / 1000).toFixed(1)} s`);
   });
 });

@@ -8,41 +8,18 @@
  * Env: BENCH_SECONDS (5 per phase), BENCH_LOADS (requests/s, default "50"). Starts its own broker
  * (the request log needs the broker's JVM flags); prints one table per phase.
  */
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
-import { startScratchBroker } from "../../infra/dev/broker.ts";
-import { REPO_ROOT } from "../../infra/dev/shell.ts";
 import { startCluster } from "../harness/cluster.ts";
 import { clientsFor } from "../harness/clients.ts";
-import { parseRequestLog, ratesBetween } from "./request-log.ts";
+import { ratesBetween, startRequestLoggedBroker } from "./request-log.ts";
 
 const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 5);
 const LOADS = (process.env["BENCH_LOADS"] ?? "50").split(",").map(Number);
 const TEXTS = ["a short query", "where is the reef", "kafka share groups", "small models, many of them", "hello there"];
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
 
-const dir = await mkdtemp(join(tmpdir(), "shoal-reqlog-"));
-const requestLog = join(dir, "requests.log");
-const extraConfig = join(dir, "request-log4j2.properties");
-await writeFile(
-  extraConfig,
-  [
-    "appender.requests.type = File",
-    "appender.requests.name = requestsLog",
-    `appender.requests.fileName = ${requestLog}`,
-    "appender.requests.layout.type = PatternLayout",
-    "appender.requests.layout.pattern = [%d{yyyy-MM-dd HH:mm:ss,SSS}{UTC}] %m%n",
-    "logger.request.name = kafka.request.logger",
-    "logger.request.level = DEBUG",
-    "logger.request.additivity = false",
-    "logger.request.appenderRef.requests.ref = requestsLog",
-    "",
-  ].join("\n"),
-);
-process.env["KAFKA_OPTS"] = `-Dlog4j2.configurationFile=${join(REPO_ROOT, "infra/kafka/log4j2.properties")},${extraConfig}`;
-const broker = await startScratchBroker();
+const logged = await startRequestLoggedBroker();
+const broker = logged.broker;
 process.env["KAFKA_BROKERS"] = broker.brokers;
 /** A phase: its window, and the requests answered in it (undefined: idle). */
 const phases: { name: string; fromMs: number; toMs: number; answered?: number }[] = [];
@@ -88,7 +65,7 @@ try {
     await cluster.stop();
   }
   await new Promise((r) => setTimeout(r, 500));
-  const entries = parseRequestLog(await readFile(requestLog, "utf8"));
+  const entries = await logged.requests();
   const all = phases.map((p) => ratesBetween(entries, p.fromMs, p.toMs));
   const keys = [...new Set(all.flatMap((m) => [...m.keys()]))].sort((a, b) => (all.at(-1)!.get(b) ?? 0) - (all.at(-1)!.get(a) ?? 0));
   // Idle: requests per second; under load: requests per answered call (the idle ones included).
@@ -110,6 +87,5 @@ try {
       .join(" | ")} |`,
   );
 } finally {
-  await broker.stop();
-  await rm(dir, { recursive: true, force: true });
+  await logged.stop();
 }

@@ -32,6 +32,14 @@ export class ProducerClosedError extends Error {
   override readonly name = "ProducerClosedError";
 }
 
+/**
+ * Rejects `send` for the records of a request the broker did not acknowledge within `stuckAfterMs`
+ * (a silent partition leader): they may or may not have been written, and a new producer takes over.
+ */
+export class ProduceStuckError extends Error {
+  override readonly name = "ProduceStuckError";
+}
+
 /** Rejects `send` for a record taken back with `withdraw` before it went out. */
 export class RecordWithdrawnError extends Error {
   override readonly name = "RecordWithdrawnError";
@@ -82,6 +90,13 @@ export function createBatchingProducer(
     name: string;
     /** Signs job, result and cancel records (by their topic) when it has keys. */
     signer?: RecordSigner;
+    /**
+     * A request not acknowledged within this time is taken for a silent partition leader (a host
+     * cut off, not crashed): its records fail with ProduceStuckError at once and a new producer,
+     * with fresh metadata, takes the records queued behind it — instead of waiting out kafkajs's
+     * request timeout once per retry, all to the same silent leader. Unset: wait for kafkajs.
+     */
+    stuckAfterMs?: number;
   },
 ): BatchingProducer {
   const log = logger.child({ component: opts.name });
@@ -104,7 +119,8 @@ export function createBatchingProducer(
     log.warn({ err, resets }, `${why}; starting a new producer`);
     const old = producer;
     producer = newProducer();
-    await old.disconnect().catch(() => undefined);
+    // Not awaited: the old producer may still wait on a silent broker.
+    void old.disconnect().catch(() => undefined);
     // On failure the next send reports it (kafkajs reconnects on send).
     await producer.connect().catch((connectErr: unknown) => log.warn({ err: connectErr }, "new producer could not connect yet"));
   }
@@ -129,9 +145,14 @@ export function createBatchingProducer(
     }
     const topicMessages: TopicMessages[] = [...byTopic].map(([topic, messages]) => ({ topic, messages }));
     try {
-      await producer.sendBatch({ topicMessages, acks: -1 });
+      await sendOrStuck(topicMessages);
       for (const q of batch) q.resolve();
     } catch (err) {
+      if (err instanceof ProduceStuckError) {
+        for (const q of batch) q.reject(err);
+        if (connected) await reset(err, "a produce request is stuck (partition leader silent?)");
+        return;
+      }
       // The records are refused, not written: the callers retry them (through the new producer).
       if (isSequenceDesync(err)) {
         for (const q of batch) q.reject(err);
@@ -161,6 +182,25 @@ export function createBatchingProducer(
           for (const q of records) q.reject(topicErr);
         }
       }
+    }
+  }
+
+  /** sendBatch, bounded by `stuckAfterMs` when set (the request itself is left to kafkajs). */
+  async function sendOrStuck(topicMessages: TopicMessages[]): Promise<void> {
+    const sent = producer.sendBatch({ topicMessages, acks: -1 });
+    if (opts.stuckAfterMs === undefined) {
+      await sent;
+      return;
+    }
+    sent.catch(() => undefined); // if it fails after the bound, nobody waits for it
+    let timer: NodeJS.Timeout | undefined;
+    const stuck = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new ProduceStuckError(`not acknowledged within ${opts.stuckAfterMs} ms`)), opts.stuckAfterMs);
+    });
+    try {
+      await Promise.race([sent, stuck]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -62,7 +62,7 @@ export {
   type SignedKind,
 } from "./record-signer.ts";
 export { checkKafkaCertificates, KafkaCertificateError } from "./kafka-tls-check.ts";
-export { createBatchingProducer, ProducerClosedError, RecordWithdrawnError, type BatchingProducer } from "./batching-producer.ts";
+export { createBatchingProducer, ProduceStuckError, ProducerClosedError, RecordWithdrawnError, type BatchingProducer } from "./batching-producer.ts";
 export { vectorsToBytes, bytesToVectors } from "./vectors.ts";
 export {
   loadCatalog,
@@ -82,7 +82,7 @@ export { Attr, SpanName } from "./telemetry/attributes.ts";
 export { startTracing, shoalTracer, traceHeaders, contextFromHeaders, type Tracing } from "./telemetry/tracing.ts";
 export { startProcessSpan, startSendSpan, type ConsumedRecord } from "./telemetry/kafka-spans.ts";
 export { createMetricsRegistry, Counter, Gauge, Histogram, type Registry } from "./telemetry/metrics.ts";
-export { createKafkaProbe, type KafkaProbe } from "./telemetry/kafka-probe.ts";
+export { createKafkaProbe, type KafkaProbe, type ProbeCheck } from "./telemetry/kafka-probe.ts";
 export { createResilientConsumer, SOLO_GROUP_CONSUMER, type ResilientConsumer, type ResilientConsumerOptions } from "./resilient-consumer.ts";
 export { runService, stopSteps, forceExitAfterMs, type RunServiceOptions, type ServiceApp } from "./run-service.ts";
 export {

@@ -20,7 +20,7 @@ export function readKafkaSettings(env: EnvReader, clientId: string): KafkaSettin
     ...(tls ? { tls } : {}),
     ...(sasl ? { sasl } : {}),
     connectionTimeoutMs: env.int("KAFKA_CONNECTION_TIMEOUT_MS", 1_000, { min: 100 }),
-    requestTimeoutMs: env.int("KAFKA_REQUEST_TIMEOUT_MS", 10_000, { min: 100 }),
+    requestTimeoutMs: env.int("KAFKA_REQUEST_TIMEOUT_MS", 5_000, { min: 100 }),
   };
 }
 

@@ -26,9 +26,9 @@ import { Admission } from "./admission.ts";
 import { ApiKeys, callerKey, connectionOf, requireApiKey } from "./auth.ts";
 import { createDualServer, type DualServer } from "./dual-server.ts";
 import { createTlsServer } from "./tls-server.ts";
-import { createShareGroupAdmin } from "@shoal/kafka-share";
+import { createBrokerPing, createLagReader } from "@shoal/kafka-share";
 import { createLaneLagMonitor, type LaneLagMonitor } from "./lane-lag.ts";
-import { consumerGroupBacklog, shareGroupBacklog } from "./lane-backlog.ts";
+import { backlogSources } from "./lane-backlog.ts";
 import { createGatewayMetrics } from "./gateway-metrics.ts";
 import { rpcMetrics } from "./rpc-metrics.ts";
 import { traceRpc } from "./rpc-tracing.ts";
@@ -78,6 +78,12 @@ export function mapErrors(logger: Logger): Interceptor {
   };
 }
 
+/**
+ * Lane-lag polls while the cluster is quiet (no backlog, no call in flight here): every 5 s instead
+ * of every second; the first admitted call wakes the monitor (lane-lag.ts, LagPollOptions).
+ */
+export const LAG_IDLE_POLL_MS = 5_000;
+
 /** Body cap of every RPC but inference (models, cluster, health, reflection): their requests are tiny. */
 export const METADATA_MAX_REQUEST_BYTES = 64 * 1024;
 
@@ -122,11 +128,18 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     () => cluster.size,
   );
   // Readiness follows the broker: NOT_SERVING within seconds of losing it, SERVING when it returns.
-  const probe = createKafkaProbe(admin, {
+  // Every bootstrap broker is asked on connections of its own: one silent broker of three leaves it ready.
+  const shareSecurityOptions = shareSecurity(config.kafka);
+  const ping = createBrokerPing({
+    brokers: config.kafka.brokers,
+    clientId: `shoal-gateway-${config.instanceId}-ping`,
+    ...(shareSecurityOptions ? { security: shareSecurityOptions } : {}),
+  });
+  const probe = createKafkaProbe((timeoutMs) => ping.ping(timeoutMs), {
     intervalMs: 1_000,
     timeoutMs: 2_000,
-    onChange(reachable) {
-      log.warn({ reachable }, reachable ? "Kafka reachable again" : "Kafka unreachable");
+    onChange(reachable, reason) {
+      log.warn({ reachable, reason }, reachable ? "Kafka reachable again" : "Kafka unreachable");
       if (stopping === undefined) health.setAll(reachable ? Serving.SERVING : Serving.NOT_SERVING);
     },
   });
@@ -136,10 +149,9 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     batch: { maxInFlightTokens: config.admission.batch.maxInFlightTokens, maxQueuedTokens: config.admission.batch.maxQueuedTokens },
   });
   let lagMonitor: LaneLagMonitor | undefined;
-  // Share pools' backlog comes from the share coordinator (DescribeShareGroupOffsets), over
-  // connections kept between polls.
-  const shareSecurityOptions = shareSecurity(config.kafka);
-  const shareAdmin = createShareGroupAdmin({
+  // Every pool's backlog (share coordinator or committed offsets, and watermarks) over one
+  // client that keeps its connections, coordinators and metadata between polls.
+  const lagReader = createLagReader({
     brokers: config.kafka.brokers,
     clientId: `shoal-gateway-${config.instanceId}-lag`,
     ...(shareSecurityOptions ? { security: shareSecurityOptions } : {}),
@@ -183,12 +195,11 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     await registration.start();
     await cluster.start();
     dispatch?.start();
-    lagMonitor = createLaneLagMonitor(
-      { group: consumerGroupBacklog(admin), share: shareGroupBacklog(admin, shareAdmin) },
-      admission,
-      [...catalog.pools.values()],
-      logger,
-    );
+    lagMonitor = createLaneLagMonitor(backlogSources(lagReader), admission, [...catalog.pools.values()], logger, {
+      intervalMs: 1_000,
+      idleIntervalMs: LAG_IDLE_POLL_MS,
+      inFlight: () => pending.size,
+    });
     // Serve with the lanes' figures in place (GetCluster, admission), waiting at most 3 s for them.
     await Promise.race([lagMonitor.start(), new Promise((r) => setTimeout(r, 3_000).unref())]);
     const unknownModels = [...new Set(config.apiKeys.flatMap((k) => (k.models === "*" ? [] : k.models)))].filter((m) => !catalog.models.has(m));
@@ -336,6 +347,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
         () => {
           health.setAll(Serving.NOT_SERVING);
           probe.stop();
+          void ping.close();
           lagMonitor?.stop();
         },
       ],
@@ -365,7 +377,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
           }
         },
       ],
-      ["disconnect the admin clients", () => Promise.all([admin.disconnect(), shareAdmin.close()])],
+      ["disconnect the admin clients", () => Promise.all([admin.disconnect(), lagReader.close()])],
     ]);
     log.info("gateway stopped");
   }

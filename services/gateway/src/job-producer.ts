@@ -21,6 +21,8 @@ export function createJobProducer(kafka: Kafka, logger: Logger, ackTimeoutMs = 3
     ...(signer ? { signer } : {}),
     // Fail fast when the broker is gone: the caller gets Unavailable instead of a hang.
     retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 },
+    // Its callers are already answered Unavailable by then: switch to a new producer at once.
+    stuckAfterMs: ackTimeoutMs,
   });
   return {
     start: () => producer.connect(),

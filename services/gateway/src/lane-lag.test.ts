@@ -1,70 +1,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { pino } from "pino";
-import type { ShareGroupPartitionOffsets } from "@shoal/kafka-share";
-import { consumerGroupBacklog, shareGroupBacklog, type BacklogSource } from "./lane-backlog.ts";
+import type { BacklogSource } from "./lane-backlog.ts";
 import { createLaneLagMonitor } from "./lane-lag.ts";
 import { createGatewayMetrics } from "./gateway-metrics.ts";
-
-const ends = (topic: string): Array<{ partition: number; offset: string; high: string; low: string }> =>
-  topic.endsWith("batch")
-    ? [{ partition: 0, offset: "50", high: "50", low: "10" }]
-    : [
-        { partition: 0, offset: "20", high: "20", low: "0" },
-        { partition: 1, offset: "30", high: "30", low: "5" },
-      ];
-
-function shareAdmin(parts: ShareGroupPartitionOffsets[]) {
-  return { describeShareGroupOffsets: async () => parts };
-}
-
-test("share backlog: the broker's lag where it has one, high watermark − start offset (or low watermark) where not", async () => {
-  const read = shareGroupBacklog(
-    { fetchTopicOffsets: async (t: string) => ends(t) },
-    shareAdmin([
-      { topic: "i", partition: 0, startOffset: 12n, leaderEpoch: 0, lag: 3n }, // the broker's word
-      { topic: "i", partition: 1, startOffset: 25n, leaderEpoch: 0 }, // no lag: 30 − 25
-      { topic: "batch", partition: 0, startOffset: -1n, leaderEpoch: 0 }, // no state yet: 50 − 10
-    ]),
-  );
-  assert.deepEqual(
-    await read("g", ["i", "batch"]),
-    new Map([
-      ["i", 8],
-      ["batch", 40],
-    ]),
-  );
-});
-
-test("share backlog needs no watermarks when every partition has a lag", async () => {
-  const read = shareGroupBacklog(
-    { fetchTopicOffsets: async () => assert.fail("not needed") },
-    shareAdmin([{ topic: "t", partition: 0, startOffset: 0n, leaderEpoch: 0, lag: 0n }]),
-  );
-  assert.deepEqual(await read("g", ["t"]), new Map([["t", 0]]));
-});
-
-test("consumer-group backlog: high watermark − commit, from the low watermark without one", async () => {
-  const read = consumerGroupBacklog({
-    fetchTopicOffsets: async (t: string) => ends(t),
-    fetchOffsets: (async () => [
-      {
-        topic: "i",
-        partitions: [
-          { partition: 0, offset: "15", metadata: null },
-          { partition: 1, offset: "-1", metadata: null },
-        ],
-      },
-    ]) as never,
-  });
-  assert.deepEqual(
-    await read("g", ["i", "batch"]),
-    new Map([
-      ["i", 5 + 25],
-      ["batch", 40],
-    ]),
-  );
-});
 
 /** A pino logger that keeps what it logs. */
 function recordingLogger(): { logger: pino.Logger; lines: Array<{ level: number; msg: string }> } {
@@ -124,6 +63,49 @@ test("each pool is read through its intake's source; a failing pool warns once, 
 
     shareFails = false;
     await until(() => lines.some((l) => l.msg === "lane lag readable again"));
+  } finally {
+    monitor.stop();
+  }
+});
+
+test("polls slowly while quiet, at the busy interval while anything waits or a call is in flight, and an admitted call wakes it", async () => {
+  let calls = 0;
+  let waiting = 0;
+  let inFlight = 0;
+  const source: BacklogSource = async (_g, topics) => {
+    calls++;
+    return new Map(topics.map((t, i) => [t, i === 0 ? waiting : 0]));
+  };
+  const monitor = createLaneLagMonitor({ share: source, group: source }, { setQueued: () => {} }, [{ name: "a", intake: "share" }], pino({ level: "silent" }), {
+    intervalMs: 10,
+    idleIntervalMs: 400,
+    inFlight: () => inFlight,
+  });
+  const callsWithin = async (ms: number): Promise<number> => {
+    const before = calls;
+    await new Promise((r) => setTimeout(r, ms));
+    return calls - before;
+  };
+  await monitor.start();
+  try {
+    assert.ok((await callsWithin(300)) <= 1, "quiet: at most one poll in 300 ms");
+    waiting = 3;
+    await until(() => monitor.lag.get("a/interactive") === 3);
+    assert.ok((await callsWithin(200)) >= 5, "backlog: polls at the busy interval");
+    waiting = 0;
+    await until(() => monitor.lag.get("a/interactive") === 0);
+    await new Promise((r) => setTimeout(r, 50));
+    inFlight = 1;
+    await new Promise((r) => setTimeout(r, 450)); // the idle poll under way notices the call
+    assert.ok((await callsWithin(200)) >= 5, "a call in flight: polls at the busy interval");
+    inFlight = 0;
+    await new Promise((r) => setTimeout(r, 50));
+    assert.ok((await callsWithin(150)) <= 1, "quiet again");
+    const before = calls;
+    const t0 = Date.now();
+    monitor.observeJob("interactive", 5);
+    await until(() => calls > before);
+    assert.ok(Date.now() - t0 < 150, `an admitted call wakes the monitor (polled after ${Date.now() - t0} ms, not the idle 400)`);
   } finally {
     monitor.stop();
   }

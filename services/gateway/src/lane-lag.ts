@@ -22,6 +22,23 @@ export interface LagPool extends Partial<PoolLayout> {
   readonly intake: IntakeKind;
 }
 
+/**
+ * How often the monitor polls. Admission reads the figures of the last poll, so while anything
+ * waits or moves they are at most `intervalMs` old; while the cluster is quiet (every lane's lag
+ * 0, every pool readable, no call in flight at this replica and none admitted for
+ * `idleIntervalMs`) the monitor polls every `idleIntervalMs` instead, and the first call admitted
+ * after that wakes it at once. Backlog that another replica's callers build shows within
+ * `idleIntervalMs` (KEDA's Prometheus scaler asks every 30 s by default).
+ */
+export interface LagPollOptions {
+  /** Between polls while busy (default 1 s). */
+  readonly intervalMs?: number;
+  /** Between polls while quiet (default 5 s; equal to `intervalMs`: never slower). */
+  readonly idleIntervalMs?: number;
+  /** Calls in flight at this replica (default: none counted). */
+  readonly inFlight?: () => number;
+}
+
 /** The consumer group or share group every worker of `pool` joins. */
 export const poolGroupId = (pool: string): string => `shoal-pool-${pool}`;
 
@@ -35,9 +52,17 @@ export function createLaneLagMonitor(
   admission: Pick<Admission, "setQueued">,
   pools: readonly LagPool[],
   logger: Logger,
-  intervalMs = 1_000,
+  /** A number: a fixed interval in ms. */
+  pollOptions: LagPollOptions | number = {},
 ): LaneLagMonitor {
   const log = logger.child({ component: "lane-lag" });
+  const opts: LagPollOptions = typeof pollOptions === "number" ? { intervalMs: pollOptions, idleIntervalMs: pollOptions } : pollOptions;
+  const intervalMs = opts.intervalMs ?? 1_000;
+  const idleIntervalMs = Math.max(intervalMs, opts.idleIntervalMs ?? 5_000);
+  let lastJobAt = Number.NEGATIVE_INFINITY;
+  /** The next poll is an idle one (a call admitted meanwhile polls at once). */
+  let sleeping = false;
+  let polling = false;
   const tokensPerJob: Record<LaneName, number> = { interactive: 0, batch: 0 };
   const lag = new Map<string, number>();
   const failing = new Set<string>();
@@ -65,7 +90,16 @@ export function createLaneLagMonitor(
     }
   }
 
+  /** Nothing waits, nothing moves, and every pool could be read. */
+  function quiet(): boolean {
+    if (failing.size > 0 || (opts.inFlight?.() ?? 0) > 0 || Date.now() - lastJobAt < idleIntervalMs) return false;
+    for (const records of lag.values()) if (records > 0) return false;
+    return true;
+  }
+
   async function poll(): Promise<void> {
+    polling = true;
+    sleeping = false;
     try {
       await Promise.all(pools.map(readPool));
       const totals: Record<LaneName, number> = { interactive: 0, batch: 0 };
@@ -75,7 +109,11 @@ export function createLaneLagMonitor(
       }
       for (const name of LANE_NAMES) admission.setQueued(name, totals[name] * tokensPerJob[name]);
     } finally {
-      if (running) timer = setTimeout(() => void poll(), intervalMs);
+      polling = false;
+      if (running) {
+        sleeping = idleIntervalMs > intervalMs && quiet();
+        timer = setTimeout(() => void poll(), sleeping ? idleIntervalMs : intervalMs);
+      }
     }
   }
 
@@ -92,6 +130,13 @@ export function createLaneLagMonitor(
     },
     observeJob(lane, tokens) {
       tokensPerJob[lane] = tokensPerJob[lane] === 0 ? tokens : 0.9 * tokensPerJob[lane] + 0.1 * tokens;
+      lastJobAt = Date.now();
+      // Waking from a quiet spell: read the lanes now rather than up to idleIntervalMs later.
+      if (sleeping && running && !polling) {
+        clearTimeout(timer);
+        sleeping = false;
+        timer = setTimeout(() => void poll(), 0);
+      }
     },
   };
 }

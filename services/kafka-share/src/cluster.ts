@@ -19,6 +19,9 @@ export interface TopicInfo {
 
 export type ConnectionPurpose = "coordinator" | "fetch";
 
+/** Request timeout of connections that never long-poll (Metadata, FindCoordinator, heartbeats). */
+const CONTROL_REQUEST_TIMEOUT_MS = 5_000;
+
 export interface ClusterOptions {
   readonly brokers: readonly string[];
   readonly clientId: string;
@@ -42,6 +45,8 @@ export class Cluster {
   readonly #topicsByName = new Map<string, TopicInfo>();
   readonly #topicsById = new Map<string, TopicInfo>();
   #bootstrapIndex = 0;
+  /** The node whose bootstrap connection last opened. */
+  #answered: number | undefined;
 
   constructor(opts: ClusterOptions) {
     this.#opts = opts;
@@ -55,8 +60,11 @@ export class Cluster {
     return this.#topicsById.get(id);
   }
 
-  /** Refreshes topic ids and partition leaders (and broker addresses) for `topics`. */
-  async refreshMetadata(topics: readonly string[]): Promise<void> {
+  /**
+   * Refreshes topic ids and partition leaders (and broker addresses) for `topics`. Returns the
+   * topics the broker could not describe (unknown, or no leader yet); their last figures are kept.
+   */
+  async refreshMetadata(topics: readonly string[]): Promise<Set<string>> {
     const conn = await this.#bootstrap();
     let res: metadataV12.MetadataResponse;
     try {
@@ -65,12 +73,17 @@ export class Cluster {
       // platformatic throws on a non-zero code but attaches the decoded response: a missing topic
       // must not hide the leaders of the others.
       const response = (err as { response?: unknown }).response as typeof res | undefined;
-      if (!response) throw err;
+      if (!response) {
+        this.#unanswered(conn);
+        throw err;
+      }
       res = response;
     }
     for (const b of res.brokers) this.#addresses.set(b.nodeId, { host: b.host, port: b.port });
+    const missing = new Set(topics);
     for (const t of res.topics) {
       if (t.errorCode !== ErrorCode.NONE || !t.name) continue;
+      missing.delete(t.name);
       const info: TopicInfo = {
         name: t.name,
         id: t.topicId,
@@ -81,17 +94,51 @@ export class Cluster {
       this.#topicsByName.set(t.name, info);
       this.#topicsById.set(info.id, info);
     }
+    return missing;
   }
 
   /** Asks any broker which node coordinates `groupId` (share groups use the group coordinator). */
   async findCoordinator(groupId: string): Promise<number> {
     const conn = await this.#bootstrap();
-    const res = await findCoordinatorV6.api.async(conn, 0, [groupId]);
+    let res: findCoordinatorV6.FindCoordinatorResponse;
+    try {
+      res = await findCoordinatorV6.api.async(conn, 0, [groupId]);
+    } catch (err) {
+      if (!(err as { response?: unknown }).response) this.#unanswered(conn);
+      throw err;
+    }
     const c = res.coordinators[0];
     if (!c) throw new KafkaProtocolError("FindCoordinator", -1, "empty response");
     if (c.errorCode !== ErrorCode.NONE) throw new KafkaProtocolError("FindCoordinator", c.errorCode, c.errorMessage);
     this.#addresses.set(c.nodeId, { host: c.host, port: c.port });
     return c.nodeId;
+  }
+
+  /**
+   * Asks any broker which node coordinates each of `groupIds`, in one FindCoordinator request: a
+   * node id per group, or the error the broker gave for it.
+   */
+  async findCoordinators(groupIds: readonly string[]): Promise<Map<string, number | KafkaProtocolError>> {
+    const conn = await this.#bootstrap();
+    let res: findCoordinatorV6.FindCoordinatorResponse;
+    try {
+      res = await findCoordinatorV6.api.async(conn, 0, [...groupIds]);
+    } catch (err) {
+      // As for Metadata: one group's error must not hide the others' coordinators.
+      const response = (err as { response?: unknown }).response as typeof res | undefined;
+      if (!response) throw err;
+      res = response;
+    }
+    const out = new Map<string, number | KafkaProtocolError>();
+    for (const c of res.coordinators) {
+      if (c.errorCode !== ErrorCode.NONE) {
+        out.set(c.key, new KafkaProtocolError("FindCoordinator", c.errorCode, c.errorMessage));
+        continue;
+      }
+      this.#addresses.set(c.nodeId, { host: c.host, port: c.port });
+      out.set(c.key, c.nodeId);
+    }
+    return out;
   }
 
   /** Learns a broker's address from a response (NodeEndpoints of a NOT_LEADER_OR_FOLLOWER reply). */
@@ -115,7 +162,7 @@ export class Cluster {
     }
     const address = this.#addresses.get(nodeId);
     if (!address) throw new Error(`no address known for broker ${nodeId}`);
-    const opening = this.#open(address.host, address.port);
+    const opening = this.#open(address.host, address.port, purpose);
     this.#connections.set(key, opening);
     opening.catch(() => {
       if (this.#connections.get(key) === opening) this.#connections.delete(key);
@@ -168,32 +215,44 @@ export class Cluster {
     );
   }
 
-  #open(host: string, port: number): Promise<Connection> {
-    const conn = new Connection(this.#opts.clientId, {
-      connectTimeout: this.#opts.connectTimeoutMs,
-      requestTimeout: this.#opts.requestTimeoutMs,
-      ...connectionSecurity(this.#opts.security),
-    });
-    // A Connection emits 'error' on socket failures; callers see them as rejected requests.
-    conn.on("error", () => {});
-    // TLS and SASL run inside connect(): a refused password or certificate rejects it, typed.
-    return conn.connect(host, port)!.then(
-      () => conn,
-      (err: unknown) => {
-        throw securityFailure(err, `${host}:${port}`) ?? err;
-      },
-    );
+  /**
+   * Fetch connections carry ShareFetch long polls (the caller's maxWaitMs): they get the full
+   * request timeout. Metadata, FindCoordinator and heartbeats are answered at once by a live
+   * broker: a shorter bound finds a silent one sooner.
+   */
+  #open(host: string, port: number, purpose: ConnectionPurpose | "bootstrap"): Promise<Connection> {
+    const requestTimeoutMs = purpose === "fetch" ? this.#opts.requestTimeoutMs : Math.min(this.#opts.requestTimeoutMs, CONTROL_REQUEST_TIMEOUT_MS);
+    return openConnection(host, port, { ...this.#opts, requestTimeoutMs });
+  }
+
+  /** A bootstrap connection's request went unanswered: close it, and let the next ask another broker. */
+  #unanswered(conn: Connection): void {
+    for (const [key, pending] of this.#connections) {
+      void pending.then(
+        (c) => {
+          if (c !== conn || this.#connections.get(key) !== pending) return;
+          this.#connections.delete(key);
+          if (key === `coordinator:${this.#answered}`) this.#answered = undefined;
+          c.socket?.destroy();
+        },
+        () => undefined,
+      );
+    }
   }
 
   /** Any reachable broker, for Metadata and FindCoordinator: the bootstrap list, round robin. */
   async #bootstrap(): Promise<Connection> {
-    const known = [...this.#addresses.keys()];
+    // The broker that answered last goes first: a silent one costs a connect timeout per try.
+    const known = [...this.#addresses.keys()].sort((a, b) => Number(b === this.#answered) - Number(a === this.#answered));
     if (known.length > 0) {
       for (const nodeId of known) {
         try {
-          return await this.connection(nodeId, "coordinator");
+          const conn = await this.connection(nodeId, "coordinator");
+          this.#answered = nodeId;
+          return conn;
         } catch (err) {
           this.drop(nodeId, "coordinator");
+          if (this.#answered === nodeId) this.#answered = undefined;
           if (err instanceof KafkaSecurityError) throw err;
         }
       }
@@ -205,7 +264,7 @@ export class Cluster {
       const key = `bootstrap:${spec}`;
       let pending = this.#connections.get(key);
       if (!pending) {
-        pending = this.#open(host, port);
+        pending = this.#open(host, port, "bootstrap");
         this.#connections.set(key, pending);
       }
       try {
@@ -224,7 +283,25 @@ export class Cluster {
   }
 }
 
-function splitHostPort(spec: string): [string, number] {
+/** Opens one connection to `host:port` with the cluster's timeouts, TLS and SASL. */
+export function openConnection(host: string, port: number, opts: Omit<ClusterOptions, "brokers">): Promise<Connection> {
+  const conn = new Connection(opts.clientId, {
+    connectTimeout: opts.connectTimeoutMs,
+    requestTimeout: opts.requestTimeoutMs,
+    ...connectionSecurity(opts.security),
+  });
+  // A Connection emits 'error' on socket failures; callers see them as rejected requests.
+  conn.on("error", () => {});
+  // TLS and SASL run inside connect(): a refused password or certificate rejects it, typed.
+  return conn.connect(host, port)!.then(
+    () => conn,
+    (err: unknown) => {
+      throw securityFailure(err, `${host}:${port}`) ?? err;
+    },
+  );
+}
+
+export function splitHostPort(spec: string): [string, number] {
   const at = spec.lastIndexOf(":");
   const port = Number(spec.slice(at + 1));
   if (at <= 0 || !Number.isInteger(port)) throw new RangeError(`broker address must be host:port, got '${spec}'`);

@@ -202,7 +202,12 @@ export class Fetcher {
 
   /** The session is gone (or unknowable): its acks failed, its locks are released or expiring. */
   #lost(session: ShareSession, error: Error, sent: PartitionAcks[], action: string): void {
-    if (!(error instanceof KafkaProtocolError)) this.cluster.drop(session.nodeId, "fetch");
+    // A broker that does not answer (cut off, stopped) may have lost its leaderships meanwhile:
+    // ask the cluster again before the next fetch rather than dialling the same node forever.
+    if (!(error instanceof KafkaProtocolError)) {
+      this.cluster.drop(session.nodeId, "fetch");
+      this.hooks.metadataStale();
+    }
     if (error instanceof KafkaProtocolError && error.code === ErrorCode.NOT_LEADER_OR_FOLLOWER) this.hooks.metadataStale();
     this.hooks.problem(error, action);
     const code = error instanceof KafkaProtocolError ? error.code : ErrorCode.SHARE_SESSION_NOT_FOUND;

@@ -12,7 +12,9 @@ export {
   type ShareGroupDescription,
   type ShareGroupPartitionOffsets,
 } from "./admin.ts";
+export { createBrokerPing, type BrokerPing, type BrokerPingOptions, type PingResult } from "./broker-ping.ts";
 export type { ShareGroupConfig } from "./group-config.ts";
+export { createLagReader, type LagReader, type LagReaderOptions } from "./lag-reader.ts";
 export {
   AcknowledgeError,
   ConsumerClosedError,

@@ -12,8 +12,10 @@ import {
   type Catalog,
   type Logger,
   createRecordSigner,
+  shareSecurity,
   warnIfUnsigned,
 } from "@shoal/common";
+import { createBrokerPing } from "@shoal/kafka-share";
 import { systemClock } from "./batching/clock.ts";
 import { ComputeGate } from "./batching/compute-gate.ts";
 import type { WorkerConfig } from "./config.ts";
@@ -70,10 +72,17 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   // Inference capacity shared by every resident model: interactive runs first, then round-robin across models.
   const gate = new ComputeGate(config.inferenceThreads, { interactiveReserve: config.interactiveReserve });
   const metrics = createWorkerMetrics(() => intake?.inFlight ?? 0);
-  const probe = createKafkaProbe(admin, {
+  // Every bootstrap broker is asked on connections of its own: one silent broker of three leaves it ready.
+  const securityForShare = shareSecurity(config.kafka);
+  const ping = createBrokerPing({
+    brokers: config.kafka.brokers,
+    clientId: `shoal-worker-${config.workerId}-ping`,
+    ...(securityForShare ? { security: securityForShare } : {}),
+  });
+  const probe = createKafkaProbe((timeoutMs) => ping.ping(timeoutMs), {
     intervalMs: 1_000,
     timeoutMs: 2_000,
-    onChange: (reachable) => log.warn({ reachable }, reachable ? "Kafka reachable again" : "Kafka unreachable"),
+    onChange: (reachable, reason) => log.warn({ reachable, reason }, reachable ? "Kafka reachable again" : "Kafka unreachable"),
   });
   const startedUnixMs = Date.now();
   const startedMonoMs = systemClock.now();
@@ -198,6 +207,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   async function shutdown(): Promise<void> {
     intake?.pause();
     probe.stop();
+    void ping.close();
     status?.changed();
     const unfinished = await jobs.drain(config.drainGraceMs);
     log.info({ unfinished }, "in-flight jobs drained");

@@ -1,5 +1,3 @@
-import type { Admin } from "kafkajs";
-
 /** Tracks whether the Kafka cluster answers, for readiness. */
 export interface KafkaProbe {
   readonly reachable: boolean;
@@ -7,31 +5,45 @@ export interface KafkaProbe {
   stop(): void;
 }
 
+/** What one check found: how many brokers answered, and why the last one that did not failed. */
+export interface ProbeCheck {
+  readonly answered: number;
+  readonly lastError?: Error;
+}
+
 /**
- * Asks the cluster for its metadata every `intervalMs` (bounded by `timeoutMs`), so readiness
- * flips within seconds when the broker goes away and back when it returns.
+ * Runs `check` every `intervalMs` (each bounded by `timeoutMs`), so readiness flips within seconds
+ * when the cluster goes away and back when it returns; reachable while any broker answers. `check`
+ * should ask every bootstrap broker on connections of its own (a service's shared client queues
+ * behind a silent broker): @shoal/kafka-share's createBrokerPing does.
  */
-export function createKafkaProbe(admin: Admin, opts: { intervalMs: number; timeoutMs: number; onChange?: (reachable: boolean) => void }): KafkaProbe {
+export function createKafkaProbe(
+  check: (timeoutMs: number) => Promise<ProbeCheck>,
+  opts: { intervalMs: number; timeoutMs: number; onChange?: (reachable: boolean, reason?: string) => void },
+): KafkaProbe {
   let reachable = true;
   let timer: NodeJS.Timeout | undefined;
   let running = false;
 
-  async function check(): Promise<void> {
-    let ok = false;
+  async function tick(): Promise<void> {
+    let result: ProbeCheck;
     let t: NodeJS.Timeout | undefined;
+    const late = new Promise<ProbeCheck>((resolve) => {
+      t = setTimeout(() => resolve({ answered: 0, lastError: new Error(`no answer within ${opts.timeoutMs} ms`) }), opts.timeoutMs + 100);
+    });
     try {
-      await Promise.race([admin.describeCluster(), new Promise((_, reject) => (t = setTimeout(() => reject(new Error("timeout")), opts.timeoutMs)))]);
-      ok = true;
-    } catch {
-      ok = false;
+      result = await Promise.race([check(opts.timeoutMs), late]);
+    } catch (err) {
+      result = { answered: 0, lastError: err instanceof Error ? err : new Error(String(err)) };
     } finally {
       clearTimeout(t);
     }
+    const ok = result.answered > 0;
     if (ok !== reachable) {
       reachable = ok;
-      opts.onChange?.(ok);
+      opts.onChange?.(ok, result.lastError?.message);
     }
-    if (running) timer = setTimeout(() => void check(), opts.intervalMs);
+    if (running) timer = setTimeout(() => void tick(), opts.intervalMs);
   }
 
   return {
@@ -41,7 +53,7 @@ export function createKafkaProbe(admin: Admin, opts: { intervalMs: number; timeo
     start() {
       if (running) return;
       running = true;
-      timer = setTimeout(() => void check(), opts.intervalMs);
+      timer = setTimeout(() => void tick(), opts.intervalMs);
     },
     stop() {
       running = false;

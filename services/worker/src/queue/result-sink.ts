@@ -78,6 +78,9 @@ export interface ResultSinkOptions {
   readonly onDropped?: (reason: DroppedResultReason) => void;
 }
 
+/** How long a result's produce may wait for its acknowledgement before a new producer takes over. */
+const RESULT_STUCK_AFTER_MS = 5_000;
+
 export function createResultSink(kafka: Kafka, logger: Logger, workerId: string, opts: ResultSinkOptions = {}): ResultSink {
   const { signer } = opts;
   const log = logger.child({ component: "result-sink" });
@@ -88,6 +91,8 @@ export function createResultSink(kafka: Kafka, logger: Logger, workerId: string,
     name: "result-producer",
     ...(signer ? { signer } : {}),
     retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 },
+    // A reply partition's leader gone silent: this sink's loop sends again through a new producer.
+    stuckAfterMs: RESULT_STUCK_AFTER_MS,
   });
   let stopping = false;
   let lastUnregisteredWarnMs = 0;
