@@ -293,7 +293,7 @@ describe("Kafka TLS and SASL (real broker: SASL_SSL and mTLS listeners)", () => 
     console.error(`kafka-security: stranger CA refused by the certificate check in ${strangerMs} ms`);
   });
 
-  test("an untrusted CA: a gateway and a worker exit 1 within seconds with the certificate problem in their fatal log (not kafkajs' ~10 s of retries)", async () => {
+  test("an untrusted CA: a gateway and a worker exit 1 with the certificate problem in their fatal log, before any kafkajs connection attempt (no ~10 s of retries)", async () => {
     const { path: catalog, pool } = await writeCatalog(["tiny"], 1, "share");
     const stranger = { ...scramEnv, KAFKA_SSL_CA_FILE: broker.pki.strangerCaFile, SHOAL_CATALOG: catalog };
     const t0 = Date.now();
@@ -316,9 +316,9 @@ describe("Kafka TLS and SASL (real broker: SASL_SSL and mTLS listeners)", () => 
           `${service.name}: no kafkajs retry before the refusal`,
         );
         console.error(`kafka-security: ${service.name} with a stranger CA exited 1 after ${ms} ms (process start included)`);
-        // Two process starts (tsx) at once take ~1-5 s on a loaded machine; kafkajs' retries alone
-        // took ~10 s more (the log check above is the sharp one: they never started).
-        assert.ok(ms < 10_000, `${service.name} exited after ${ms} ms`);
+        // No bound on the time: two tsx process starts took 1-14 s on the loaded 2-core machine, as
+        // long as kafkajs' own retries; the log check above is the sharp one (kafkajs never
+        // connected, let alone retried), and the check itself is timed in the test before.
       }),
     );
   });
