@@ -40,6 +40,7 @@ const LIMITS = {
   SHOAL_MAX_CONCURRENT_STREAMS: "16",
   SHOAL_STREAM_RESET_BURST: "20",
   SHOAL_STREAM_RESETS_PER_SECOND: "20",
+  SHOAL_MAX_WORKERS: "32",
 };
 const POLITE_CALLS = 40;
 
@@ -300,6 +301,55 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
     await producer.disconnect();
     await waitFor(() => dropped() - before >= 200, 20_000, 100);
     assert.equal(dropped() - before, 200, "every result to a missing reply topic was dropped, none retried for long");
+  });
+
+  test("forged worker status flood: 5,000 distinct worker ids hold at most SHOAL_MAX_WORKERS (32) entries, the real worker stays listed, the forged ones expire", async () => {
+    const gatewayMetrics = `${url}/metrics`;
+    const { cluster: clusterApi } = clientsFor(url, "connect");
+    const listed = async (): Promise<string[]> => (await clusterApi.getCluster({})).workers.map((w) => w.workerId);
+    const real = await listed();
+    assert.equal(real.length, 1, "the real worker is listed before the flood");
+    const refusedBefore = total(await scrape(gatewayMetrics), "shoal_gateway_status_records_rejected_total", { reason: "capacity" });
+    const FORGED = 5_000;
+    // The attacker is its own process (encoding and producing 5,000 records here would share the
+    // polite caller's event loop). Each status is announced every 1.5 s: stale 6.5 s after it was
+    // written unless refreshed, while the flood itself takes well under a second.
+    const attacker = spawn(
+      process.execPath,
+      ["--import", "tsx", join(import.meta.dirname, "harness/status-flood.ts"), kafkaBrokers(), cluster.pool, String(FORGED), "1500"],
+      { stdio: ["pipe", "pipe", "inherit"] },
+    );
+    try {
+      const lines = createInterface({ input: attacker.stdout! });
+      const nextLine = (): Promise<string> => new Promise((resolve) => lines.once("line", resolve));
+      assert.equal(await nextLine(), "ready");
+      const flood = await underAttack("status flood", async () => {
+        attacker.stdin!.write("go\n");
+        return JSON.parse(await nextLine()) as { ms: number };
+      });
+      assert.ok(
+        await waitFor(
+          async () => total(await scrape(gatewayMetrics), "shoal_gateway_status_records_rejected_total", { reason: "capacity" }) - refusedBefore >= FORGED - 31,
+          20_000,
+          100,
+        ),
+        "the gateway read the flood and refused the ids past its bound",
+      );
+      // Entries leave only by expiring (6.5 s) and the sweep after it: what is held now is the most held during the flood.
+      const m = await scrape(gatewayMetrics);
+      const refused = total(m, "shoal_gateway_status_records_rejected_total", { reason: "capacity" }) - refusedBefore;
+      const held = total(m, "shoal_gateway_status_entries");
+      console.error(`adversarial: status flood: ${FORGED} forged ids in ${flood.ms} ms, ${refused} refused, ${held} entries held`);
+      assert.equal(held, 32, "the bound, reached");
+      assert.equal(refused, FORGED - 31, "every id past the bound refused (the real worker holds one entry)");
+      assert.ok((await listed()).includes(real[0]!), "the real worker is still listed");
+      // Never refreshed: out of the view after 6.5 s, out of memory at the next sweep (every 5 s).
+      assert.ok(await waitFor(async () => (await listed()).length === 1, 15_000, 200), "the forged workers leave the cluster view");
+      assert.deepEqual(await listed(), real);
+      assert.ok(await waitFor(async () => total(await scrape(gatewayMetrics), "shoal_gateway_status_entries") === 1, 20_000, 200), "swept from memory");
+    } finally {
+      attacker.kill();
+    }
   });
 
   test("clients that never read their answers: 10 paused sockets asking for 256 vectors each do not slow anyone else", async () => {

@@ -2,7 +2,20 @@ import assert from "node:assert/strict";
 import { randomBytes, randomUUID } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
-import { createRecordSigner, encodeEnvelope, encodeResult, jobsTopic, replyTopic, SIGNATURE_HEADER } from "@shoal/common";
+import {
+  createRecordSigner,
+  encodeEnvelope,
+  encodeGatewayRegistration,
+  encodeResult,
+  encodeStatus,
+  GATEWAYS_TOPIC,
+  jobsTopic,
+  replyTopic,
+  SIGNATURE_HEADER,
+  STATUS_TOPIC,
+  statusSignedBytes,
+} from "@shoal/common";
+import { GatewayRegistrationSchema, WorkerStatusSchema } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { JobEnvelopeSchema, JobResultSchema, JobStatus } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { Kafka, logLevel, type Producer } from "kafkajs";
@@ -13,10 +26,10 @@ import { scrape, total } from "./harness/prometheus.ts";
 /**
  * The Kafka trust boundary (issue #19): with SHOAL_CLUSTER_KEYS on every service, a client that
  * can produce to Shoal's topics can neither have a forged job run nor answer a call with a forged
- * result. Each forgery is paired with the same record correctly signed, which does get through,
+ * result, nor register a reply topic. Each forgery is paired with the same record correctly signed, which does get through,
  * so the test fails if verification rejects everything (or nothing).
  */
-describe("cluster keys: job, result and cancel records are signed and checked", () => {
+describe("cluster keys: job, result, cancel and worker status records are signed and checked", () => {
   const key = randomBytes(32).toString("hex");
   const rightly = createRecordSigner([Buffer.from(key, "hex")]);
   const wrongly = createRecordSigner([randomBytes(32)]);
@@ -25,7 +38,8 @@ describe("cluster keys: job, result and cancel records are signed and checked", 
   let workerMetrics: string;
 
   before(async () => {
-    cluster = await startCluster({ gatewayEnv: { SHOAL_CLUSTER_KEYS: key }, workerEnv: { SHOAL_CLUSTER_KEYS: key } });
+    // The reply-topic registry on: the gateway's registration must be signed for Embed to be answered.
+    cluster = await startCluster({ gatewayEnv: { SHOAL_CLUSTER_KEYS: key }, workerEnv: { SHOAL_CLUSTER_KEYS: key, SHOAL_REPLY_REGISTRY: "1" } });
     const line = await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs");
     workerMetrics = `http://127.0.0.1:${String(line["httpPort"])}/metrics`;
     producer = new Kafka({ clientId: "e2e-forger", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING }).producer();
@@ -45,7 +59,7 @@ describe("cluster keys: job, result and cancel records are signed and checked", 
     assert.fail(`not within 10 s: ${what}`);
   };
 
-  test("signed end to end: Embed is answered", async () => {
+  test("signed end to end (jobs, results, the gateway's reply-topic registration): Embed is answered", async () => {
     const { inference } = clientsFor(cluster.urls[0]!, "connect");
     const res = await inference.embed({ model: cluster.modelIds[0]!, inputs: ["signed all the way"] }, { timeoutMs: 20_000 });
     assert.equal(res.embeddings.length, 1);
@@ -118,5 +132,64 @@ describe("cluster keys: job, result and cancel records are signed and checked", 
       async () => total(await scrape(gatewayMetrics), "shoal_gateway_results_dropped_total") >= droppedBefore + 1,
     );
     assert.equal(total(await scrape(gatewayMetrics), "shoal_gateway_records_rejected_total", { reason: "signature" }), 3);
+  });
+
+  test("a forged worker status (unsigned, another key, a signature moved to another worker id) and a forged tombstone never change the cluster view; a rightly signed status does", async () => {
+    const gatewayMetrics = `${cluster.urls[0]}/metrics`;
+    const { cluster: clusterApi } = clientsFor(cluster.urls[0]!, "connect");
+    const listed = async (): Promise<string[]> => (await clusterApi.getCluster({})).workers.map((w) => w.workerId);
+    const realWorker = (await listed())[0];
+    assert.ok(realWorker !== undefined, "the cluster's own (signed) worker is listed");
+    const status = (id: string) =>
+      Buffer.from(encodeStatus(create(WorkerStatusSchema, { workerId: id, updatedUnixMs: BigInt(Date.now()), intervalMs: 60_000, pool: cluster.pool })));
+    const sig = (signer: typeof rightly, key: string, value: Buffer | null) => ({ [SIGNATURE_HEADER]: signer.sign("status", statusSignedBytes(key, value))! });
+    const unsigned = status("forged-unsigned");
+    const otherKey = status("forged-other-key");
+    const moved = status("forged-moved");
+    const rejectedBefore = total(await scrape(gatewayMetrics), "shoal_gateway_status_records_rejected_total", { reason: "signature" });
+    await producer.send({
+      topic: STATUS_TOPIC,
+      messages: [
+        { key: "forged-unsigned", value: unsigned },
+        { key: "forged-other-key", value: otherKey, headers: sig(wrongly, "forged-other-key", otherKey) },
+        // The cluster key's signature, but over another worker id.
+        { key: "forged-moved", value: moved, headers: sig(rightly, "someone-else", moved) },
+        // A tombstone for the live worker, unsigned: it must not take the worker out of the view.
+        { key: realWorker, value: null },
+      ],
+    });
+    await until(
+      "the gateway refuses the four forged status records",
+      async () => total(await scrape(gatewayMetrics), "shoal_gateway_status_records_rejected_total", { reason: "signature" }) >= rejectedBefore + 4,
+    );
+    const signed = status("signed-visitor");
+    await producer.send({ topic: STATUS_TOPIC, messages: [{ key: "signed-visitor", value: signed, headers: sig(rightly, "signed-visitor", signed) }] });
+    await until("the rightly signed status is listed", async () => (await listed()).includes("signed-visitor"));
+    assert.deepEqual(await listed(), [realWorker, "signed-visitor"].sort(), "no forged worker listed, the real one still is");
+    assert.equal(total(await scrape(gatewayMetrics), "shoal_gateway_status_records_rejected_total", { reason: "signature" }), rejectedBefore + 4);
+    // A signed tombstone takes the visitor out (and keeps the test's leftovers out of the view).
+    await producer.send({ topic: STATUS_TOPIC, messages: [{ key: "signed-visitor", value: null, headers: sig(rightly, "signed-visitor", null) }] });
+    await until("the signed tombstone removes it", async () => !(await listed()).includes("signed-visitor"));
+  });
+
+  test("a forged reply-topic registration (unsigned, another key, a worker status signature) is refused by the worker", async () => {
+    const instance = `forged-${randomBytes(4).toString("hex")}`;
+    const value = Buffer.from(
+      encodeGatewayRegistration(
+        create(GatewayRegistrationSchema, { instanceId: instance, replyTopic: replyTopic(instance), updatedUnixMs: BigInt(Date.now()), intervalMs: 60_000 }),
+      ),
+    );
+    const rejected = async () => total(await scrape(workerMetrics), "shoal_worker_gateway_registrations_rejected_total", { reason: "signature" });
+    const before = await rejected();
+    await producer.send({
+      topic: GATEWAYS_TOPIC,
+      messages: [
+        { key: instance, value },
+        { key: instance, value, headers: { [SIGNATURE_HEADER]: wrongly.sign("gateway", statusSignedBytes(instance, value))! } },
+        { key: instance, value, headers: { [SIGNATURE_HEADER]: rightly.sign("status", statusSignedBytes(instance, value))! } },
+      ],
+    });
+    await until("the worker refuses the three forged registrations", async () => (await rejected()) >= before + 3);
+    assert.equal(await rejected(), before + 3);
   });
 });

@@ -10,6 +10,7 @@ import { after, before, describe, test } from "node:test";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor } from "./harness/clients.ts";
+import { rawGet } from "./harness/attacks.ts";
 import { REPO_ROOT } from "./harness/service-process.ts";
 
 const CHROMIUM = process.env["SHOAL_CHROMIUM"] ?? "/usr/bin/chromium";
@@ -165,7 +166,26 @@ describe("web console and browser access (real Chromium, real stack)", () => {
     assert.match(js.headers.get("content-type") ?? "", /^text\/javascript/);
     assert.match(js.headers.get("cache-control") ?? "", /immutable/);
     assert.equal((await fetch(`${base}/console/nope.js`)).status, 404);
-    assert.equal((await fetch(`${base}/console/..%2f..%2fpackage.json`)).status, 404);
+  });
+
+  test("console paths leaving its directory, sent raw over HTTP/1.1 and HTTP/2, get the guard's own 403", async () => {
+    // Raw targets: fetch would normalise `/../` and `%2e%2e/` away before sending, and never reach the guard.
+    for (const version of ["1.1", "2"] as const) {
+      for (const target of [
+        "/console/../../package.json",
+        "/console/%2e%2e/%2e%2e/package.json",
+        "/console/..%2f..%2fpackage.json",
+        "/console/%2E%2E%2F%2E%2E%2Fpackage.json",
+      ]) {
+        assert.deepEqual(
+          await rawGet(base, target, version),
+          { status: 403, body: "refused: the path leaves the console directory\n" },
+          `HTTP/${version} ${target}`,
+        );
+      }
+      // A `..` that stays inside is served (built console) or answered as a missing file: not the guard.
+      assert.notEqual((await rawGet(base, "/console/assets/../index.html", version)).status, 403, `HTTP/${version}: inside the root`);
+    }
   });
 
   test("CORS preflight from another origin gets the Access-Control-* headers (Connect route and /v1/embeddings)", async () => {

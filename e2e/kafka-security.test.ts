@@ -3,7 +3,16 @@ import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { createKafka, createLogger, EnvReader, readKafkaSettings, shareSecurity, type KafkaSettings } from "@shoal/common";
+import {
+  checkKafkaCertificates,
+  createKafka,
+  createLogger,
+  EnvReader,
+  KafkaCertificateError,
+  readKafkaSettings,
+  shareSecurity,
+  type KafkaSettings,
+} from "@shoal/common";
 import { createShareConsumer, KafkaAuthenticationError, KafkaTlsError, type KafkaSecurityError } from "@shoal/kafka-share";
 import { createShareIntake } from "@shoal/worker/intake/share-intake";
 import { startSecureBroker, unsecuredJwt, type SecureBroker } from "../infra/dev/secure-broker.ts";
@@ -259,6 +268,59 @@ describe("Kafka TLS and SASL (real broker: SASL_SSL and mTLS listeners)", () => 
     assert.ok(ms < 5_000, `fatal after ${ms} ms`);
     // kafkajs counts it as a connection error and retries (about 10 s with Shoal's retry settings) before failing.
     assert.match(messages(kjs.error), /unable to verify the first certificate/);
+  });
+
+  test("an untrusted CA or a wrong server name: the services' certificate check fails in milliseconds, naming the problem; the right CA passes", async () => {
+    const t0 = Date.now();
+    const stranger = await checkKafkaCertificates(settingsFrom({ ...scramEnv, KAFKA_SSL_CA_FILE: broker.pki.strangerCaFile })).then(
+      () => assert.fail("a stranger CA was accepted"),
+      (e: unknown) => e,
+    );
+    const strangerMs = Date.now() - t0;
+    assert.ok(stranger instanceof KafkaCertificateError, String(stranger));
+    assert.match(stranger.message, /127\.0\.0\.1:\d+: UNABLE_TO_VERIFY_LEAF_SIGNATURE: unable to verify the first certificate/);
+    assert.match(stranger.message, /check KAFKA_SSL_CA_FILE/);
+    assert.ok(strangerMs < 2_000, `refused after ${strangerMs} ms`);
+    const wrongName = await checkKafkaCertificates(settingsFrom({ ...scramEnv, KAFKA_SSL_SERVERNAME: "kafka.example.org" })).then(
+      () => assert.fail("a certificate for another name was accepted"),
+      (e: unknown) => e,
+    );
+    assert.ok(wrongName instanceof KafkaCertificateError, String(wrongName));
+    assert.match(wrongName.message, /ERR_TLS_CERT_ALTNAME_INVALID: .*kafka\.example\.org/);
+    // The right CA, and an unreachable broker (kafkajs' business: it retries those), both pass.
+    await checkKafkaCertificates(settingsFrom(scramEnv));
+    await checkKafkaCertificates(settingsFrom({ ...scramEnv, KAFKA_BROKERS: "127.0.0.1:1" }));
+    console.error(`kafka-security: stranger CA refused by the certificate check in ${strangerMs} ms`);
+  });
+
+  test("an untrusted CA: a gateway and a worker exit 1 with the certificate problem in their fatal log, before any kafkajs connection attempt (no ~10 s of retries)", async () => {
+    const { path: catalog, pool } = await writeCatalog(["tiny"], 1, "share");
+    const stranger = { ...scramEnv, KAFKA_SSL_CA_FILE: broker.pki.strangerCaFile, SHOAL_CATALOG: catalog };
+    const t0 = Date.now();
+    const services = [
+      ServiceProcess.start("gateway", "gw-stranger-ca", { ...stranger, SHOAL_INSTANCE_ID: "gw-stranger-ca", SHOAL_PORT: "0" }),
+      ServiceProcess.start("worker", `${pool}-stranger-ca`, { ...stranger, SHOAL_POOL: pool, SHOAL_WORKER_ID: `${pool}-stranger-ca`, SHOAL_HTTP_PORT: "0" }),
+    ];
+    const timeout = new Promise<"hang">((r) => setTimeout(() => r("hang"), 30_000).unref());
+    await Promise.all(
+      services.map(async (service) => {
+        const code = await Promise.race([service.exited, timeout]);
+        const ms = Date.now() - t0;
+        if (code === "hang") await service.stop("SIGKILL");
+        assert.equal(code, 1, service.tail());
+        const fatal = service.logs.find((l) => String(l.msg).includes("failed to start"));
+        assert.ok(fatal, `${service.name}: a fatal start log line\n${service.tail()}`);
+        assert.match(JSON.stringify(fatal), /KafkaCertificateError.*UNABLE_TO_VERIFY_LEAF_SIGNATURE/);
+        assert.ok(
+          !service.logs.some((l) => /Connection error|trying another broker/.test(String(l.msg))),
+          `${service.name}: no kafkajs retry before the refusal`,
+        );
+        console.error(`kafka-security: ${service.name} with a stranger CA exited 1 after ${ms} ms (process start included)`);
+        // No bound on the time: two tsx process starts took 1-14 s on the loaded 2-core machine, as
+        // long as kafkajs' own retries; the log check above is the sharp one (kafkajs never
+        // connected, let alone retried), and the check itself is timed in the test before.
+      }),
+    );
   });
 
   test("a plaintext client on the SASL_SSL port, and a client without a certificate on the mTLS port, are refused", async () => {

@@ -186,3 +186,45 @@ export function neverReads(url: string, request: string, holdMs: number): Promis
     }, holdMs);
   });
 }
+
+/** An answer read off a raw connection. */
+export interface RawAnswer {
+  readonly status: number;
+  readonly body: string;
+}
+
+/**
+ * A GET whose request target is sent byte for byte, over HTTP/1.1 (a raw socket) or HTTP/2 (`:path`
+ * as given): no client URL parser normalises `..` or `%2e%2e` before the server sees it.
+ */
+export function rawGet(url: string, target: string, version: "1.1" | "2"): Promise<RawAnswer> {
+  if (version === "2") {
+    return new Promise((resolve, reject) => {
+      const session = http2.connect(url);
+      session.on("error", reject);
+      const req = session.request({ ":method": "GET", ":path": target });
+      const chunks: Buffer[] = [];
+      let status = 0;
+      req.on("response", (h) => (status = Number(h[":status"])));
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("error", reject);
+      req.on("end", () => {
+        session.close();
+        resolve({ status, body: Buffer.concat(chunks).toString("utf8") });
+      });
+    });
+  }
+  return new Promise((resolve, reject) => {
+    const socket = rawConnect(url);
+    socket.once(socket instanceof tls.TLSSocket ? "secureConnect" : "connect", () =>
+      socket.write(`GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`),
+    );
+    const chunks: Buffer[] = [];
+    socket.on("data", (c: Buffer) => chunks.push(c));
+    socket.on("error", reject);
+    socket.on("close", () => {
+      const text = Buffer.concat(chunks).toString("utf8");
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3}) /.exec(text)?.[1] ?? 0), body: text.slice(text.indexOf("\r\n\r\n") + 4) });
+    });
+  });
+}

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file shoal/v1/cluster.proto.
  */
 export const file_shoal_v1_cluster: GenFile = /*@__PURE__*/
-  fileDesc("ChZzaG9hbC92MS9jbHVzdGVyLnByb3RvEghzaG9hbC52MSITChFHZXRDbHVzdGVyUmVxdWVzdCJ5ChJHZXRDbHVzdGVyUmVzcG9uc2USJwoHd29ya2VycxgBIAMoCzIWLnNob2FsLnYxLldvcmtlclN0YXR1cxIgCgVsYW5lcxgCIAMoCzIRLnNob2FsLnYxLkxhbmVMYWcSGAoQb2JzZXJ2ZWRfdW5peF9tcxgDIAEoAyLzAgoMV29ya2VyU3RhdHVzEhEKCXdvcmtlcl9pZBgBIAEoCRIMCgRwb29sGAIgASgJEhcKD3N0YXJ0ZWRfdW5peF9tcxgDIAEoAxIXCg91cGRhdGVkX3VuaXhfbXMYBCABKAMSEwoLaW50ZXJ2YWxfbXMYBSABKA0SEAoIcHJvdmlkZXIYBiABKAkSGwoTbWVtb3J5X2J1ZGdldF9ieXRlcxgHIAEoBBIZChFtZW1vcnlfdXNlZF9ieXRlcxgIIAEoBBIWCg5pbl9mbGlnaHRfam9icxgJIAEoDRInCgZtb2RlbHMYCiADKAsyFy5zaG9hbC52MS5SZXNpZGVudE1vZGVsEhUKDXRocmFzaF9ldmVudHMYCyABKAQSGAoQcmVzaWRlbmN5X3BvbGljeRgMIAEoCRIQCghkcmFpbmluZxgNIAEoCBIWCg5wZW5kaW5nX3Rva2VucxgOIAEoBBIVCg1yb3V0ZWRfaW50YWtlGA8gASgIIvcBCg1SZXNpZGVudE1vZGVsEg0KBW1vZGVsGAEgASgJEicKBXN0YXRlGAIgASgOMhguc2hvYWwudjEuUmVzaWRlbmN5U3RhdGUSFAoMbWVtb3J5X2J5dGVzGAMgASgEEhIKCmxvYWRfY291bnQYBCABKAQSFgoOZXZpY3Rpb25fY291bnQYBSABKAQSGgoSbGFzdF9jb2xkX3N0YXJ0X21zGAYgASgBEhkKEWxhc3RfdXNlZF91bml4X21zGAcgASgDEg4KBnBpbm5lZBgIIAEoCBIWCg5pbl9mbGlnaHRfam9icxgJIAEoDRINCgVlcnJvchgKIAEoCSJGCgdMYW5lTGFnEgwKBHBvb2wYASABKAkSHAoEbGFuZRgCIAEoDjIOLnNob2FsLnYxLkxhbmUSDwoHcmVjb3JkcxgDIAEoBDJZCg5DbHVzdGVyU2VydmljZRJHCgpHZXRDbHVzdGVyEhsuc2hvYWwudjEuR2V0Q2x1c3RlclJlcXVlc3QaHC5zaG9hbC52MS5HZXRDbHVzdGVyUmVzcG9uc2ViBnByb3RvMw", [file_shoal_v1_common, file_shoal_v1_model]);
+  fileDesc("ChZzaG9hbC92MS9jbHVzdGVyLnByb3RvEghzaG9hbC52MSITChFHZXRDbHVzdGVyUmVxdWVzdCJ5ChJHZXRDbHVzdGVyUmVzcG9uc2USJwoHd29ya2VycxgBIAMoCzIWLnNob2FsLnYxLldvcmtlclN0YXR1cxIgCgVsYW5lcxgCIAMoCzIRLnNob2FsLnYxLkxhbmVMYWcSGAoQb2JzZXJ2ZWRfdW5peF9tcxgDIAEoAyLzAgoMV29ya2VyU3RhdHVzEhEKCXdvcmtlcl9pZBgBIAEoCRIMCgRwb29sGAIgASgJEhcKD3N0YXJ0ZWRfdW5peF9tcxgDIAEoAxIXCg91cGRhdGVkX3VuaXhfbXMYBCABKAMSEwoLaW50ZXJ2YWxfbXMYBSABKA0SEAoIcHJvdmlkZXIYBiABKAkSGwoTbWVtb3J5X2J1ZGdldF9ieXRlcxgHIAEoBBIZChFtZW1vcnlfdXNlZF9ieXRlcxgIIAEoBBIWCg5pbl9mbGlnaHRfam9icxgJIAEoDRInCgZtb2RlbHMYCiADKAsyFy5zaG9hbC52MS5SZXNpZGVudE1vZGVsEhUKDXRocmFzaF9ldmVudHMYCyABKAQSGAoQcmVzaWRlbmN5X3BvbGljeRgMIAEoCRIQCghkcmFpbmluZxgNIAEoCBIWCg5wZW5kaW5nX3Rva2VucxgOIAEoBBIVCg1yb3V0ZWRfaW50YWtlGA8gASgIIvcBCg1SZXNpZGVudE1vZGVsEg0KBW1vZGVsGAEgASgJEicKBXN0YXRlGAIgASgOMhguc2hvYWwudjEuUmVzaWRlbmN5U3RhdGUSFAoMbWVtb3J5X2J5dGVzGAMgASgEEhIKCmxvYWRfY291bnQYBCABKAQSFgoOZXZpY3Rpb25fY291bnQYBSABKAQSGgoSbGFzdF9jb2xkX3N0YXJ0X21zGAYgASgBEhkKEWxhc3RfdXNlZF91bml4X21zGAcgASgDEg4KBnBpbm5lZBgIIAEoCBIWCg5pbl9mbGlnaHRfam9icxgJIAEoDRINCgVlcnJvchgKIAEoCSJGCgdMYW5lTGFnEgwKBHBvb2wYASABKAkSHAoEbGFuZRgCIAEoDjIOLnNob2FsLnYxLkxhbmUSDwoHcmVjb3JkcxgDIAEoBCJtChNHYXRld2F5UmVnaXN0cmF0aW9uEhMKC2luc3RhbmNlX2lkGAEgASgJEhMKC3JlcGx5X3RvcGljGAIgASgJEhcKD3VwZGF0ZWRfdW5peF9tcxgDIAEoAxITCgtpbnRlcnZhbF9tcxgEIAEoDTJZCg5DbHVzdGVyU2VydmljZRJHCgpHZXRDbHVzdGVyEhsuc2hvYWwudjEuR2V0Q2x1c3RlclJlcXVlc3QaHC5zaG9hbC52MS5HZXRDbHVzdGVyUmVzcG9uc2ViBnByb3RvMw", [file_shoal_v1_common, file_shoal_v1_model]);
 
 /**
  * @generated from message shoal.v1.GetClusterRequest
@@ -260,6 +260,45 @@ export type LaneLag = Message<"shoal.v1.LaneLag"> & {
  */
 export const LaneLagSchema: GenMessage<LaneLag> = /*@__PURE__*/
   messageDesc(file_shoal_v1_cluster, 4);
+
+/**
+ * What a gateway publishes about itself every few seconds to the compacted topic shoal.gateways,
+ * keyed by instance id (a clean stop publishes a tombstone): the reply topic its jobs name.
+ * Workers with SHOAL_REPLY_REGISTRY=1 produce results only to reply topics a live gateway
+ * registered here.
+ *
+ * @generated from message shoal.v1.GatewayRegistration
+ */
+export type GatewayRegistration = Message<"shoal.v1.GatewayRegistration"> & {
+  /**
+   * @generated from field: string instance_id = 1;
+   */
+  instanceId: string;
+
+  /**
+   * @generated from field: string reply_topic = 2;
+   */
+  replyTopic: string;
+
+  /**
+   * @generated from field: int64 updated_unix_ms = 3;
+   */
+  updatedUnixMs: bigint;
+
+  /**
+   * A registration older than three intervals means the gateway is gone.
+   *
+   * @generated from field: uint32 interval_ms = 4;
+   */
+  intervalMs: number;
+};
+
+/**
+ * Describes the message shoal.v1.GatewayRegistration.
+ * Use `create(GatewayRegistrationSchema)` to create a new message.
+ */
+export const GatewayRegistrationSchema: GenMessage<GatewayRegistration> = /*@__PURE__*/
+  messageDesc(file_shoal_v1_cluster, 5);
 
 /**
  * The cluster at a glance, as the gateway sees it: live workers (from the status topic they

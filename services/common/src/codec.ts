@@ -1,13 +1,13 @@
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { JobCancelSchema, JobEnvelopeSchema, JobResultSchema, type JobCancel, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
-import { WorkerStatusSchema, type WorkerStatus } from "@shoal/gen/shoal/v1/cluster_pb.ts";
+import { GatewayRegistrationSchema, WorkerStatusSchema, type GatewayRegistration, type WorkerStatus } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { replyTopic } from "./topics.ts";
 
 /** A Kafka record that is not a valid protobuf message of the expected type. */
 export class RecordDecodeError extends Error {
   override readonly name = "RecordDecodeError";
   constructor(
-    readonly what: "JobEnvelope" | "JobResult" | "JobCancel" | "WorkerStatus",
+    readonly what: "JobEnvelope" | "JobResult" | "JobCancel" | "WorkerStatus" | "GatewayRegistration",
     reason: string,
   ) {
     super(`undecodable ${what}: ${reason}`);
@@ -86,4 +86,21 @@ export function decodeStatus(bytes: Uint8Array): WorkerStatus {
   }
   if (status.workerId === "") throw new RecordDecodeError("WorkerStatus", "missing worker_id");
   return status;
+}
+
+export function encodeGatewayRegistration(registration: GatewayRegistration): Uint8Array {
+  return toBinary(GatewayRegistrationSchema, registration);
+}
+
+/** A gateway's registration; its reply topic must be a legal `shoal.replies.*` name. */
+export function decodeGatewayRegistration(bytes: Uint8Array): GatewayRegistration {
+  let registration: GatewayRegistration;
+  try {
+    registration = fromBinary(GatewayRegistrationSchema, bytes);
+  } catch (err) {
+    throw new RecordDecodeError("GatewayRegistration", (err as Error).message);
+  }
+  if (registration.instanceId === "") throw new RecordDecodeError("GatewayRegistration", "missing instance_id");
+  if (!REPLY_TOPIC.test(registration.replyTopic)) throw new RecordDecodeError("GatewayRegistration", "reply_topic is not a shoal.replies.* topic");
+  return registration;
 }

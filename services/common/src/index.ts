@@ -13,6 +13,8 @@ export {
   ensureTopics,
   poolTopicSpecs,
   statusTopicSpec,
+  GATEWAYS_TOPIC,
+  gatewaysTopicSpec,
   STATUS_TOPIC,
   signedKindOf,
   MAX_RECORD_BYTES,
@@ -44,6 +46,8 @@ export {
   decodeCancel,
   encodeStatus,
   decodeStatus,
+  encodeGatewayRegistration,
+  decodeGatewayRegistration,
   RecordDecodeError,
 } from "./codec.ts";
 export {
@@ -52,10 +56,12 @@ export {
   parseClusterKeys,
   readClusterKeys,
   SIGNATURE_HEADER,
+  statusSignedBytes,
   warnIfUnsigned,
   type RecordSigner,
   type SignedKind,
 } from "./record-signer.ts";
+export { checkKafkaCertificates, KafkaCertificateError } from "./kafka-tls-check.ts";
 export { createBatchingProducer, ProduceStuckError, ProducerClosedError, RecordWithdrawnError, type BatchingProducer } from "./batching-producer.ts";
 export { vectorsToBytes, bytesToVectors } from "./vectors.ts";
 export {

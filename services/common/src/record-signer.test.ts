@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, test } from "node:test";
 import { EnvReader } from "./env-config.ts";
-import { ClusterKeyError, createRecordSigner, parseClusterKeys, readClusterKeys } from "./record-signer.ts";
+import { ClusterKeyError, createRecordSigner, parseClusterKeys, readClusterKeys, statusSignedBytes } from "./record-signer.ts";
 
 describe("record signer (cluster keys)", () => {
   const k1 = randomBytes(32);
@@ -22,6 +22,19 @@ describe("record signer (cluster keys)", () => {
     assert.equal(s.verify("job", value, `${sig.slice(0, -2)}AA`), false);
     assert.equal(s.verify("job", value, "v1.deadbeef.AAAA"), false, "unknown key id");
     assert.equal(s.verify("job", value, "v2.x.y"), false);
+  });
+
+  test("a status signature covers the worker id: it cannot be moved to another key, and a tombstone is signed", () => {
+    const s = createRecordSigner([k1]);
+    const status = Buffer.from("a worker status");
+    const sig = s.sign("status", statusSignedBytes("w-1", status))!;
+    assert.equal(s.verify("status", statusSignedBytes("w-1", status), sig), true);
+    assert.equal(s.verify("status", statusSignedBytes("w-2", status), sig), false, "another worker's key");
+    assert.equal(s.verify("status", statusSignedBytes("w-1", null), sig), false, "not a tombstone's signature");
+    assert.equal(s.verify("status", statusSignedBytes("w-1", null), s.sign("status", statusSignedBytes("w-1", null))), true);
+    // The length prefix keeps key and value apart: "w-1" + "x" is not "w-1x" + "".
+    assert.notDeepEqual(statusSignedBytes("w-1", Buffer.from("x")), statusSignedBytes("w-1x", null));
+    assert.equal(s.verify("job", statusSignedBytes("w-1", status), sig), false, "a status signature is no job signature");
   });
 
   test("a record signed with another cluster's key is refused", () => {

@@ -2,7 +2,9 @@
  * Authenticates the records Shoal's services send each other through Kafka (issue #19, the Kafka
  * trust boundary): with a shared cluster key, every job, result and cancel record carries an
  * HMAC-SHA256 over its kind and value in the `shoal-sig` header, and readers drop records whose
- * signature is missing or wrong. A client that may produce to a jobs or reply topic can then
+ * signature is missing or wrong. Worker status records are signed too, over their key (the worker
+ * id) and value (`statusSignedBytes`), so a tombstone is signed and a status cannot be moved to
+ * another worker's key; gateways' reply-topic registrations likewise (kind `gateway`). A client that may produce to a jobs or reply topic can then
  * neither forge a job (another tenant's, or with a forged attempt count) nor answer someone
  * else's call. The kind is inside the MAC, so a result cannot be replayed as a job.
  *
@@ -15,7 +17,7 @@ import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { EnvReader } from "./env-config.ts";
 
-export type SignedKind = "job" | "result" | "cancel";
+export type SignedKind = "job" | "result" | "cancel" | "status" | "gateway";
 
 export const SIGNATURE_HEADER = "shoal-sig";
 const VERSION = "v1";
@@ -53,6 +55,17 @@ export function parseClusterKeys(text: string | undefined): Buffer[] {
         throw new ClusterKeyError(`cluster key ${i + 1}: at least ${MIN_KEY_BYTES} bytes (hex or base64) are needed, got ${bytes.length}`);
       return bytes;
     });
+}
+
+/**
+ * What a status record's signature covers: its key (the worker id, length-prefixed) and its value
+ * (none for a tombstone).
+ */
+export function statusSignedBytes(key: string, value: Uint8Array | null): Buffer {
+  const k = Buffer.from(key, "utf8");
+  const length = Buffer.alloc(4);
+  length.writeUInt32BE(k.length);
+  return Buffer.concat([length, k, value ?? new Uint8Array(0)]);
 }
 
 /** A key's public id in the header: the first 8 hex digits of its SHA-256. */

@@ -46,6 +46,12 @@ export function replyTopic(instanceId: string): string {
  */
 export const STATUS_TOPIC = "shoal.status";
 
+/**
+ * Where gateways register their reply topics (`GatewayRegistration`), keyed by instance id;
+ * compacted, so a worker that starts reads every live gateway's latest registration.
+ */
+export const GATEWAYS_TOPIC = "shoal.gateways";
+
 /** A topic the project needs, with its explicit partition count. */
 export interface TopicSpec {
   readonly topic: string;
@@ -137,3 +143,6 @@ export const statusTopicSpec: TopicSpec = {
   partitions: 1,
   config: { "cleanup.policy": "compact", "segment.ms": String(10 * 60_000), "min.cleanable.dirty.ratio": "0.2", "delete.retention.ms": String(60_000) },
 };
+
+/** The gateways' registration topic (one partition: one record per gateway every few seconds). */
+export const gatewaysTopicSpec: TopicSpec = { ...statusTopicSpec, topic: GATEWAYS_TOPIC };

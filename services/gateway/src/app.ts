@@ -1,6 +1,7 @@
 import { Code, ConnectError, createContextValues, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import {
+  checkKafkaCertificates,
   createKafka,
   createKafkaProbe,
   ensureTopics,
@@ -10,6 +11,7 @@ import {
   replyTopic,
   shareSecurity,
   statusTopicSpec,
+  gatewaysTopicSpec,
   stopSteps,
   type Logger,
   createRecordSigner,
@@ -39,6 +41,7 @@ import { createJobProducer } from "./job-producer.ts";
 import { createModelService } from "./model-service.ts";
 import { PendingJobs } from "./pending-jobs.ts";
 import { createReplyConsumer } from "./reply-consumer.ts";
+import { createReplyRegistration } from "./reply-registration.ts";
 import { createConsoleStatic } from "./console-static.ts";
 import { createCors } from "./cors.ts";
 import { createHttpFront } from "./http-front.ts";
@@ -103,12 +106,26 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     signer,
     onForged: () => metrics.recordsRejected.inc({ reason: "signature" }),
   });
+  // This replica's reply topic, registered on shoal.gateways for workers that enforce the registry.
+  const registration = createReplyRegistration(kafka, logger, {
+    instanceId: config.instanceId,
+    replyTopic: ownReplyTopic,
+    intervalMs: config.registrationIntervalMs,
+    signer,
+  });
   // Which workers are alive and what they hold, from the status topic they publish to.
-  const cluster = createClusterState(kafka, logger, `shoal-gateway-status-${config.instanceId}`);
+  // Bounded and expiring; with cluster keys, only signed status records count.
+  const cluster = createClusterState(kafka, logger, {
+    groupId: `shoal-gateway-status-${config.instanceId}`,
+    maxWorkers: config.maxWorkers,
+    signer,
+    onRejected: (reason) => metrics.statusRejected.inc({ reason }),
+  });
   const health = new HealthState([InferenceService.typeName, ModelService.typeName, ClusterService.typeName]);
   const metrics = createGatewayMetrics(
     () => pending.size,
     () => lagMonitor?.lag ?? new Map(),
+    () => cluster.size,
   );
   // Readiness follows the broker: NOT_SERVING within seconds of losing it, SERVING when it returns.
   // Every bootstrap broker is asked on connections of its own: one silent broker of three leaves it ready.
@@ -158,11 +175,14 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
         });
 
   async function start(): Promise<{ port: number }> {
+    // An untrusted broker certificate stops the start at once, named (kafkajs would retry it ~10 s).
+    await checkKafkaCertificates(config.kafka);
     const catalog = await loadCatalog(config.catalogPath);
     await admin.connect();
     await ensureTopics(admin, [
       ...[...catalog.pools.values()].flatMap(poolTopicSpecs),
       statusTopicSpec,
+      gatewaysTopicSpec,
       {
         topic: ownReplyTopic,
         partitions: config.replyPartitions,
@@ -172,6 +192,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     ]);
     await producer.start();
     await replies.start();
+    await registration.start();
     await cluster.start();
     dispatch?.start();
     lagMonitor = createLaneLagMonitor(backlogSources(lagReader), admission, [...catalog.pools.values()], logger, {
@@ -339,6 +360,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
         },
       ],
       ["close the server", () => server?.close()],
+      ["withdraw the reply topic registration", () => registration.stop()],
       ["stop the reply consumer", () => replies.stop()],
       ["stop routed dispatch", () => dispatch?.stop()],
       ["stop the cluster-state consumer", () => cluster.stop()],

@@ -1,6 +1,7 @@
 import type { Kafka } from "kafkajs";
-import { createResilientConsumer, decodeStatus, RecordDecodeError, SOLO_GROUP_CONSUMER, STATUS_TOPIC, type Logger } from "@shoal/common";
+import { createResilientConsumer, SOLO_GROUP_CONSUMER, STATUS_TOPIC, type Logger, type RecordSigner } from "@shoal/common";
 import type { WorkerStatus } from "@shoal/gen/shoal/v1/cluster_pb.ts";
+import { type StatusRejection, StatusTable } from "./status-table.ts";
 
 /** The live workers, as their status records say; read from the compacted status topic. */
 export interface ClusterState {
@@ -8,57 +9,69 @@ export interface ClusterState {
   stop(): Promise<void>;
   /** Workers whose last status is fresh (newer than three of their intervals), by id. */
   workers(nowUnixMs?: number): WorkerStatus[];
+  /** Status entries held in memory (at most `maxWorkers`). */
+  readonly size: number;
 }
 
-/** Slack for clock differences between a worker and this gateway. */
-const CLOCK_SLACK_MS = 2_000;
-
-/** Whether a status still describes a live worker at `nowUnixMs`. */
-export function isFresh(status: WorkerStatus, nowUnixMs: number): boolean {
-  const interval = status.intervalMs > 0 ? status.intervalMs : 2_000;
-  return nowUnixMs - Number(status.updatedUnixMs) <= 3 * interval + CLOCK_SLACK_MS;
+export interface ClusterStateOptions {
+  readonly groupId: string;
+  /** Most worker entries kept (SHOAL_MAX_WORKERS). */
+  readonly maxWorkers: number;
+  /** With cluster keys: status records must be signed. */
+  readonly signer?: RecordSigner;
+  /** A status record refused (forged, malformed, or a new worker past `maxWorkers`). */
+  readonly onRejected?: (reason: StatusRejection) => void;
+  /** How often expired entries are dropped from memory (default 5 s). */
+  readonly sweepEveryMs?: number;
 }
 
 /**
  * Reads every worker's status from the start of the status topic (compaction keeps the latest
- * per worker) and keeps following it. A tombstone (empty value) removes a worker that left;
- * a worker that died stops being listed once its status goes stale.
+ * per worker) and keeps following it, into a bounded, expiring StatusTable. A tombstone (empty
+ * value) removes a worker that left; a worker that died stops being listed once its status goes
+ * stale, and its entry is dropped at the next sweep.
  */
-export function createClusterState(kafka: Kafka, logger: Logger, groupId: string): ClusterState {
+export function createClusterState(kafka: Kafka, logger: Logger, opts: ClusterStateOptions): ClusterState {
   const log = logger.child({ component: "cluster-state" });
-  const latest = new Map<string, WorkerStatus>();
+  const table = new StatusTable(opts.maxWorkers, opts.signer);
+  let sweeper: NodeJS.Timeout | undefined;
+  let lastWarnMs = 0;
   // Replaced if kafkajs gives up on it: otherwise the cluster view would freeze after an outage.
   const consumer = createResilientConsumer(kafka, logger, {
     component: "cluster-state",
-    consumerConfig: { groupId, ...SOLO_GROUP_CONSUMER, allowAutoTopicCreation: false },
+    consumerConfig: { groupId: opts.groupId, ...SOLO_GROUP_CONSUMER, allowAutoTopicCreation: false },
     subscribe: (c) => c.subscribe({ topic: STATUS_TOPIC, fromBeginning: true }),
     run: {
       // Never committed: a replacement consumer reads the compacted topic from its start again
       // (as the first did), and no OffsetCommit follows every status record.
       autoCommit: false,
       eachMessage: async ({ message }) => {
-        const key = message.key?.toString() ?? "";
-        if (!message.value || message.value.length === 0) {
-          latest.delete(key);
-          return;
-        }
-        try {
-          const status = decodeStatus(message.value);
-          const known = latest.get(status.workerId);
-          if (!known || known.updatedUnixMs <= status.updatedUnixMs) latest.set(status.workerId, status);
-        } catch (err) {
-          if (!(err instanceof RecordDecodeError)) throw err;
-          log.warn({ err, offset: message.offset }, "skipping undecodable worker status");
+        const now = Date.now();
+        const outcome = table.accept(message, now);
+        if (outcome !== "signature" && outcome !== "malformed" && outcome !== "capacity") return;
+        opts.onRejected?.(outcome);
+        // At most one line per 10 s: a flood of forged records must not flood the log too.
+        if (now - lastWarnMs >= 10_000) {
+          lastWarnMs = now;
+          log.warn({ reason: outcome, offset: message.offset, held: table.size, maxWorkers: opts.maxWorkers }, "worker status refused");
         }
       },
     },
   });
 
   return {
-    start: () => consumer.start(),
-    stop: () => consumer.stop(),
-    workers(nowUnixMs = Date.now()) {
-      return [...latest.values()].filter((s) => isFresh(s, nowUnixMs)).sort((a, b) => a.workerId.localeCompare(b.workerId));
+    async start() {
+      await consumer.start();
+      sweeper = setInterval(() => table.sweep(Date.now()), opts.sweepEveryMs ?? 5_000);
+      sweeper.unref();
+    },
+    async stop() {
+      clearInterval(sweeper);
+      await consumer.stop();
+    },
+    workers: (nowUnixMs = Date.now()) => table.workers(nowUnixMs),
+    get size() {
+      return table.size;
     },
   };
 }

@@ -15,6 +15,10 @@ export interface GatewayConfig {
   readonly catalogPath: string;
   /** SHOAL_CLUSTER_KEYS / _FILE: keys that sign and check job, result and cancel records (none: off). */
   readonly clusterKeys: readonly Buffer[];
+  /** SHOAL_MAX_WORKERS: most worker status entries kept (a flood of forged ids is refused past it). */
+  readonly maxWorkers: number;
+  /** SHOAL_REGISTRATION_INTERVAL_MS: how often the reply topic is registered on shoal.gateways. */
+  readonly registrationIntervalMs: number;
   readonly kafka: KafkaSettings;
   /** Deadline given to calls that carry none. */
   readonly defaultTimeoutMs: number;
@@ -101,6 +105,8 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     instanceId,
     catalogPath: catalogPath ?? "",
     clusterKeys: readClusterKeys(r),
+    maxWorkers: r.int("SHOAL_MAX_WORKERS", 1_024, { min: 1 }),
+    registrationIntervalMs: r.int("SHOAL_REGISTRATION_INTERVAL_MS", 5_000, { min: 100, max: 60_000 }),
     kafka: readKafkaSettings(r, `shoal-gateway-${instanceId}`),
     defaultTimeoutMs,
     maxTimeoutMs,

@@ -24,6 +24,12 @@ const CONTENT_TYPES: Record<string, string> = {
 const NOT_BUILT =
   "The Shoal web console is not built.\n" + "Run `npm run build -w services/console` (or set SHOAL_CONSOLE_DIR to a built console) and reload.\n";
 
+/**
+ * The answer to a path that leaves the console directory (`..` segments, raw or percent-encoded,
+ * or a NUL byte): its own status and wording, so a test can tell the guard answered, not a missing file.
+ */
+export const OUTSIDE_ROOT = "refused: the path leaves the console directory\n";
+
 /** True for `/console` and everything under `/console/`. */
 export function isConsolePath(pathname: string): boolean {
   return pathname === "/console" || pathname.startsWith(CONSOLE_PATH);
@@ -32,7 +38,7 @@ export function isConsolePath(pathname: string): boolean {
 /**
  * Serves the built console (`services/console/dist`) at `/console/`: GET and HEAD, content types
  * by extension, hashed `assets/` cached for a year, everything else revalidated by ETag, and a
- * 404 that says how to build the console when it is missing.
+ * 404 that says how to build the console when it is missing; 403 for a path leaving the directory.
  */
 export function createConsoleStatic(root: string): (req: Req, res: Res) => void {
   const base = resolve(root);
@@ -52,8 +58,10 @@ export function createConsoleStatic(root: string): (req: Req, res: Res) => void 
     } catch {
       return text(res, 400, "bad path\n");
     }
+    // The raw request target arrives here as sent (Node does not normalise it): `..` segments are
+    // resolved after percent-decoding, and whatever lands outside the root is refused.
     const file = resolve(base, rel === "" ? "index.html" : rel);
-    if (!file.startsWith(base + sep) || rel.includes("\0")) return text(res, 404, "not found\n");
+    if (!file.startsWith(base + sep) || rel.includes("\0")) return text(res, 403, OUTSIDE_ROOT);
     const info = await stat(file).catch(() => undefined);
     if (!info?.isFile()) {
       const built = await stat(resolve(base, "index.html")).catch(() => undefined);

@@ -10,6 +10,8 @@ export interface GatewayMetrics {
   readonly abandonedJobs: Counter<"how">;
   readonly resultsDropped: Counter;
   readonly recordsRejected: Counter<"reason">;
+  readonly statusRejected: Counter<"reason">;
+  readonly statusEntries: Gauge;
   readonly queueLag: Gauge<"pool" | "lane">;
   readonly dispatched: Counter<"pool" | "worker">;
   readonly rescued: Counter<"worker">;
@@ -18,8 +20,13 @@ export interface GatewayMetrics {
 /**
  * @param inFlight read at scrape time: calls waiting for a result
  * @param lag read at scrape time: records waiting per `<pool>/<lane>` (the lane-lag monitor's map)
+ * @param statusEntries read at scrape time: worker status entries held
  */
-export function createGatewayMetrics(inFlight: () => number, lag: () => ReadonlyMap<string, number> = () => new Map()): GatewayMetrics {
+export function createGatewayMetrics(
+  inFlight: () => number,
+  lag: () => ReadonlyMap<string, number> = () => new Map(),
+  statusEntries: () => number = () => 0,
+): GatewayMetrics {
   const registry = createMetricsRegistry("gateway");
   return {
     registry,
@@ -78,6 +85,20 @@ export function createGatewayMetrics(inFlight: () => number, lag: () => Readonly
       help: "Reply records refused before reaching any call (reason: signature)",
       labelNames: ["reason"],
       registers: [registry],
+    }),
+    statusRejected: new Counter({
+      name: "shoal_gateway_status_records_rejected_total",
+      help: "Worker status records refused (reason: signature, malformed, capacity — a new worker id past SHOAL_MAX_WORKERS)",
+      labelNames: ["reason"],
+      registers: [registry],
+    }),
+    statusEntries: new Gauge({
+      name: "shoal_gateway_status_entries",
+      help: "Worker status entries held (live, or expired and not yet swept); at most SHOAL_MAX_WORKERS",
+      registers: [registry],
+      collect() {
+        this.set(statusEntries());
+      },
     }),
     // The autoscaling signal for share pools (KEDA's Prometheus scaler): a share group has no
     // committed offsets, so consumer-group lag scalers see nothing there.

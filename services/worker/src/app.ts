@@ -1,11 +1,13 @@
 import {
   cancelTopic,
+  checkKafkaCertificates,
   createKafka,
   createKafkaProbe,
   ensureTopics,
   loadCatalog,
   poolTopicSpecs,
   statusTopicSpec,
+  gatewaysTopicSpec,
   stopSteps,
   type Catalog,
   type Logger,
@@ -23,6 +25,7 @@ import { createJobLifecycle } from "./jobs/job-lifecycle.ts";
 import { createCancelConsumer } from "./queue/cancel-consumer.ts";
 import { CancelSet } from "./queue/cancel-set.ts";
 import { createResultSink } from "./queue/result-sink.ts";
+import { createReplyRegistry } from "./queue/reply-registry.ts";
 import { createRetryRouter } from "./queue/retry-router.ts";
 import { CooperativeQueue } from "./tasks/cooperative-queue.ts";
 import { createModelFleet, type ModelFleet } from "./tasks/model-fleet.ts";
@@ -48,7 +51,20 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   // With SHOAL_CLUSTER_KEYS, every job, result and cancel record is signed and checked.
   const signer = createRecordSigner(config.clusterKeys);
   warnIfUnsigned(signer, config.kafka.brokers, logger);
-  const sink = createResultSink(kafka, logger, config.workerId, signer);
+  // SHOAL_REPLY_REGISTRY=1: results only to reply topics a live gateway registered (reply-registry.ts).
+  const registry = config.replyRegistry
+    ? createReplyRegistry(kafka, logger, {
+        workerId: config.workerId,
+        maxGateways: config.maxGateways,
+        signer,
+        onRejected: (reason) => metrics.registrationsRejected.inc({ reason }),
+      })
+    : undefined;
+  const sink = createResultSink(kafka, logger, config.workerId, {
+    signer,
+    ...(registry ? { registry } : {}),
+    onDropped: (reason) => metrics.resultsDropped.inc({ reason }),
+  });
   const router = createRetryRouter(kafka, logger, { pool: config.pool, workerId: config.workerId, maxAttempts: config.maxAttempts, signer });
   const groupId = poolGroupId(config.pool);
   const cancels = new CancelSet(100_000, 10 * 60_000);
@@ -124,6 +140,9 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   });
 
   async function start(): Promise<void> {
+    // An untrusted broker certificate stops the start at once, named (kafkajs would retry it ~10 s),
+    // before minutes of model loading.
+    await checkKafkaCertificates(config.kafka);
     const httpPort = await http.listen(config.httpPort, config.httpHost);
     catalog = await loadCatalog(config.catalogPath);
     const pool = catalog.pools.get(config.pool);
@@ -134,13 +153,21 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     await fleet.preload();
     preloaded = true;
     await admin.connect();
-    await ensureTopics(admin, [...poolTopicSpecs(pool), statusTopicSpec, ...(config.routedIntake ? routedTopicSpecs(pool.name, config.workerId) : [])]);
+    await ensureTopics(admin, [
+      ...poolTopicSpecs(pool),
+      statusTopicSpec,
+      gatewaysTopicSpec,
+      ...(config.routedIntake ? routedTopicSpecs(pool.name, config.workerId) : []),
+    ]);
+    // The registrations already on the topic are read before the first job is taken.
+    await registry?.start();
     await sink.start();
     await router.start();
     await cancelConsumer.start();
     status = createStatusPublisher(kafka, logger, {
       workerId: config.workerId,
       intervalMs: config.statusIntervalMs,
+      signer,
       snapshot: () =>
         statusSnapshot({
           config,
@@ -192,6 +219,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
       ["status publisher", () => status?.stop()],
       ["retry router", () => router.stop()],
       ["result sink", () => sink.stop()],
+      ["reply registry", () => registry?.stop()],
       ["admin", () => admin.disconnect()],
       ["models", () => fleet?.close()],
       ["http", () => http.close()],

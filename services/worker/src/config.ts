@@ -53,6 +53,10 @@ export interface WorkerConfig {
   readonly statusIntervalMs: number;
   /** SHOAL_CLUSTER_KEYS / _FILE: keys that sign and check job, result and cancel records (none: off). */
   readonly clusterKeys: readonly Buffer[];
+  /** SHOAL_REPLY_REGISTRY=1: results go only to reply topics a live gateway registered on shoal.gateways. */
+  readonly replyRegistry: boolean;
+  /** SHOAL_MAX_GATEWAYS: most gateway registrations kept. */
+  readonly maxGateways: number;
   readonly kafka: KafkaSettings;
   readonly executionProvider: "cpu" | "cuda";
   /** How the worker starts its runtime sidecar, for catalog models with `runtime: sidecar:<name>`. */
@@ -166,7 +170,9 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     models: r.list("SHOAL_MODELS", []),
     memoryBudgetBytes: memoryBudgetBytes ?? 0,
     residencyPolicy: r.oneOf("SHOAL_RESIDENCY_POLICY", ["lru", "pinned-by-traffic"] as const, "pinned-by-traffic"),
-    statusIntervalMs: r.int("SHOAL_STATUS_INTERVAL_MS", 2_000, { min: 20 }),
+    statusIntervalMs: r.int("SHOAL_STATUS_INTERVAL_MS", 2_000, { min: 20, max: 60_000 }),
+    replyRegistry: r.bool("SHOAL_REPLY_REGISTRY", false),
+    maxGateways: r.int("SHOAL_MAX_GATEWAYS", 256, { min: 1 }),
     maxAttempts: r.int("SHOAL_MAX_ATTEMPTS", 3, { min: 1, max: 20 }),
     clusterKeys: readClusterKeys(r),
     kafka: readKafkaSettings(r, `shoal-worker-${workerId}`),

@@ -1,6 +1,7 @@
 import type { Kafka } from "kafkajs";
 import { createBatchingProducer, encodeResult, ProducerClosedError, type Logger, type RecordSigner } from "@shoal/common";
 import type { JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
+import type { ReplyRegistry } from "./reply-registry.ts";
 
 /** Writes job results to their reply topics. */
 export interface ResultSink {
@@ -66,10 +67,22 @@ function createTopicChecker(kafka: Kafka): { exists(topic: string): Promise<bool
   };
 }
 
+/** Why a result was answered nowhere. */
+export type DroppedResultReason = "unregistered_reply_topic" | "missing_reply_topic";
+
+export interface ResultSinkOptions {
+  readonly signer?: RecordSigner;
+  /** SHOAL_REPLY_REGISTRY=1: results go only to reply topics a live gateway registered. */
+  readonly registry?: Pick<ReplyRegistry, "allows">;
+  /** A result answered nowhere (the job is still acknowledged). */
+  readonly onDropped?: (reason: DroppedResultReason) => void;
+}
+
 /** How long a result's produce may wait for its acknowledgement before a new producer takes over. */
 const RESULT_STUCK_AFTER_MS = 5_000;
 
-export function createResultSink(kafka: Kafka, logger: Logger, workerId: string, signer?: RecordSigner): ResultSink {
+export function createResultSink(kafka: Kafka, logger: Logger, workerId: string, opts: ResultSinkOptions = {}): ResultSink {
+  const { signer } = opts;
   const log = logger.child({ component: "result-sink" });
   const topics = createTopicChecker(kafka);
   // Short client-level retries: this sink's own loop retries with backoff, and a long kafkajs retry
@@ -82,12 +95,23 @@ export function createResultSink(kafka: Kafka, logger: Logger, workerId: string,
     stuckAfterMs: RESULT_STUCK_AFTER_MS,
   });
   let stopping = false;
+  let lastUnregisteredWarnMs = 0;
 
   return {
     start: () => producer.connect(),
     async send(topic, partition, result, headers) {
       result.workerId = workerId;
+      if (opts.registry !== undefined && !(await opts.registry.allows(topic))) {
+        opts.onDropped?.("unregistered_reply_topic");
+        // At most a line per 10 s: a flood of forged jobs must not flood the log (the metric counts each).
+        if (Date.now() - lastUnregisteredWarnMs >= 10_000) {
+          lastUnregisteredWarnMs = Date.now();
+          log.warn({ topic, jobId: result.jobId }, "reply topic not registered by a live gateway (a forged record, or its gateway stopped); result dropped");
+        }
+        return;
+      }
       if (!(await topics.exists(topic))) {
+        opts.onDropped?.("missing_reply_topic");
         log.warn({ topic, jobId: result.jobId }, "reply topic does not exist (its gateway stopped, or the record was forged); result dropped");
         return;
       }
@@ -100,6 +124,7 @@ export function createResultSink(kafka: Kafka, logger: Logger, workerId: string,
           if (stopping || err instanceof ProducerClosedError) throw err;
           // A reply topic is deleted when its gateway stops: nobody waits for this result.
           if (attempt >= 3 && /does not host this topic-partition|UNKNOWN_TOPIC/i.test(String((err as Error).message))) {
+            opts.onDropped?.("missing_reply_topic");
             log.warn({ topic, jobId: result.jobId }, "reply topic is gone (its gateway stopped); result dropped");
             return;
           }

@@ -1,6 +1,6 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { Kafka, Producer } from "kafkajs";
-import { encodeStatus, STATUS_TOPIC, type Logger } from "@shoal/common";
+import { encodeStatus, SIGNATURE_HEADER, STATUS_TOPIC, statusSignedBytes, type Logger, type RecordSigner } from "@shoal/common";
 import { WorkerStatusSchema } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 
 export type WorkerStatusInit = Omit<MessageInitShape<typeof WorkerStatusSchema>, "$typeName" | "updatedUnixMs" | "intervalMs">;
@@ -10,6 +10,8 @@ export interface StatusPublisherOptions {
   readonly intervalMs: number;
   /** The worker's status right now. */
   readonly snapshot: () => WorkerStatusInit;
+  /** With cluster keys: every status and tombstone is signed over the worker id and value. */
+  readonly signer?: RecordSigner;
 }
 
 /** Publishes the worker's status to the compacted status topic: periodically and soon after changes. */
@@ -33,7 +35,9 @@ export function createStatusPublisher(kafka: Kafka, logger: Logger, opts: Status
   let running = false;
 
   function send(value: Buffer | null): Promise<void> {
-    const write = producer.send({ topic: STATUS_TOPIC, acks: 1, timeout: SEND_TIMEOUT_MS, messages: [{ key: opts.workerId, value }] }).then(
+    const sig = opts.signer?.sign("status", statusSignedBytes(opts.workerId, value));
+    const message = { key: opts.workerId, value, ...(sig === undefined ? {} : { headers: { [SIGNATURE_HEADER]: sig } }) };
+    const write = producer.send({ topic: STATUS_TOPIC, acks: 1, timeout: SEND_TIMEOUT_MS, messages: [message] }).then(
       () => undefined,
       (err: unknown) => log.debug({ err }, "status not published (broker unreachable?); the next interval retries"),
     );

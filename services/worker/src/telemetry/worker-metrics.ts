@@ -5,6 +5,8 @@ export interface WorkerMetrics {
   readonly registry: Registry;
   readonly jobs: Counter<"model" | "status">;
   readonly recordsRejected: Counter;
+  readonly resultsDropped: Counter<"reason">;
+  readonly registrationsRejected: Counter<"reason">;
   readonly batches: Counter<"model" | "reason">;
   readonly batchItems: Histogram<"model">;
   readonly batchTokens: Histogram<"model">;
@@ -75,6 +77,18 @@ export function createWorkerMetrics(inFlight: () => number): WorkerMetrics {
     registry,
     jobs: new Counter({ name: "shoal_worker_jobs_total", help: "Jobs answered, by model and status", labelNames: ["model", "status"], registers }),
     recordsRejected: new Counter({ name: "shoal_worker_records_rejected_total", help: "Undecodable job records skipped", registers }),
+    resultsDropped: new Counter({
+      name: "shoal_worker_results_dropped_total",
+      help: "Results answered nowhere, the job acknowledged (reason: missing_reply_topic, unregistered_reply_topic — no live gateway registered it, SHOAL_REPLY_REGISTRY=1)",
+      labelNames: ["reason"],
+      registers,
+    }),
+    registrationsRejected: new Counter({
+      name: "shoal_worker_gateway_registrations_rejected_total",
+      help: "Gateway reply-topic registrations refused (reason: signature, malformed, capacity — past SHOAL_MAX_GATEWAYS)",
+      labelNames: ["reason"],
+      registers,
+    }),
     batches: new Counter({ name: "shoal_worker_batches_total", help: "Batches run, by close reason", labelNames: ["model", "reason"], registers }),
     batchItems: new Histogram({
       name: "shoal_worker_batch_items",

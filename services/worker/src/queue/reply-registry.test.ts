@@ -1,0 +1,76 @@
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { describe, test } from "node:test";
+import { create } from "@bufbuild/protobuf";
+import { createRecordSigner, encodeGatewayRegistration, SIGNATURE_HEADER, statusSignedBytes } from "@shoal/common";
+import { GatewayRegistrationSchema } from "@shoal/gen/shoal/v1/cluster_pb.ts";
+import { RegistrationTable, type RegistrationRecord } from "./reply-registry.ts";
+
+const NOW = 1_800_000_000_000;
+
+function record(instanceId: string, opts: { updated?: number; intervalMs?: number; key?: string; topic?: string } = {}): RegistrationRecord {
+  const value = encodeGatewayRegistration(
+    create(GatewayRegistrationSchema, {
+      instanceId,
+      replyTopic: opts.topic ?? `shoal.replies.${instanceId}`,
+      updatedUnixMs: BigInt(opts.updated ?? NOW),
+      intervalMs: opts.intervalMs ?? 1_000,
+    }),
+  );
+  return { key: Buffer.from(opts.key ?? instanceId), value: Buffer.from(value) };
+}
+
+describe("reply-topic registry table: which reply topics live gateways registered", () => {
+  test("a registration makes its gateway's reply topic registered until three intervals (plus 2 s) pass; a tombstone withdraws it", () => {
+    const t = new RegistrationTable(8);
+    assert.equal(t.registered("shoal.replies.g1", NOW), false);
+    assert.equal(t.accept(record("g1"), NOW), "stored");
+    assert.equal(t.registered("shoal.replies.g1", NOW + 4_999), true);
+    assert.equal(t.registered("shoal.replies.g2", NOW), false);
+    assert.equal(t.registered("shoal.replies.g1", NOW + 5_000), false, "lapsed");
+    assert.equal(t.accept(record("g1", { updated: NOW + 4_000 }), NOW + 4_000), "stored", "refreshed");
+    assert.equal(t.registered("shoal.replies.g1", NOW + 8_999), true);
+    assert.equal(t.accept({ key: Buffer.from("g1"), value: null }, NOW + 5_000), "removed");
+    assert.equal(t.registered("shoal.replies.g1", NOW + 5_000), false);
+  });
+
+  test("a registration must name its own gateway's reply topic; a future date or a huge interval still lapses", () => {
+    const t = new RegistrationTable(8);
+    assert.equal(t.accept(record("g1", { topic: "shoal.replies.victim" }), NOW), "malformed");
+    assert.equal(t.accept(record("g1", { key: "g2" }), NOW), "malformed");
+    assert.equal(t.accept(record("g1", { topic: "shoal.jobs.x" }), NOW), "malformed");
+    assert.equal(t.accept(record("future", { updated: NOW + 86_400_000 }), NOW), "stored");
+    assert.equal(t.accept(record("slow", { intervalMs: 2 ** 31 }), NOW), "stored");
+    assert.equal(t.registered("shoal.replies.future", NOW + 5_000), false);
+    assert.equal(t.registered("shoal.replies.slow", NOW + 182_000), false);
+    assert.equal(t.accept(record("old", { updated: NOW - 60_000 }), NOW), "stale");
+  });
+
+  test("bounded: past maxGateways a new instance is refused until one lapses", () => {
+    const t = new RegistrationTable(2);
+    assert.equal(t.accept(record("a"), NOW), "stored");
+    assert.equal(t.accept(record("b"), NOW), "stored");
+    assert.equal(t.accept(record("c"), NOW), "capacity");
+    assert.equal(t.accept(record("a", { updated: NOW + 1_000 }), NOW + 1_000), "stored");
+    assert.equal(t.accept(record("c", { updated: NOW + 5_500 }), NOW + 5_500), "stored", "b lapsed");
+    assert.equal(t.size, 2);
+  });
+
+  test("with cluster keys only registrations signed over instance id and value count, tombstones included", () => {
+    const signer = createRecordSigner([randomBytes(32)]);
+    const t = new RegistrationTable(8, signer);
+    const sign = (r: RegistrationRecord, by = signer): RegistrationRecord => ({
+      ...r,
+      headers: { [SIGNATURE_HEADER]: by.sign("gateway", statusSignedBytes(r.key!.toString(), r.value))! },
+    });
+    assert.equal(t.accept(record("g1"), NOW), "signature");
+    assert.equal(t.accept(sign(record("g1"), createRecordSigner([randomBytes(32)])), NOW), "signature");
+    const asStatus = { ...record("g1"), headers: { [SIGNATURE_HEADER]: signer.sign("status", statusSignedBytes("g1", record("g1").value))! } };
+    assert.equal(t.accept(asStatus, NOW), "signature", "a worker status signature is no registration signature");
+    assert.equal(t.accept(sign(record("g1")), NOW), "stored");
+    assert.equal(t.accept({ key: Buffer.from("g1"), value: null }, NOW), "signature");
+    assert.equal(t.registered("shoal.replies.g1", NOW), true);
+    assert.equal(t.accept(sign({ key: Buffer.from("g1"), value: null }), NOW), "removed");
+    assert.equal(t.registered("shoal.replies.g1", NOW), false);
+  });
+});

@@ -1,0 +1,209 @@
+import type { Kafka } from "kafkajs";
+import {
+  createResilientConsumer,
+  decodeGatewayRegistration,
+  GATEWAYS_TOPIC,
+  RecordDecodeError,
+  replyTopic,
+  SIGNATURE_HEADER,
+  SOLO_GROUP_CONSUMER,
+  statusSignedBytes,
+  type Logger,
+  type RecordSigner,
+} from "@shoal/common";
+
+/** Slack for clock differences between a gateway and this worker. */
+const CLOCK_SLACK_MS = 2_000;
+/** Longest registration interval honoured. */
+const MAX_INTERVAL_MS = 60_000;
+/**
+ * Results waiting for a registration at once; past it an unregistered topic is refused at once. A
+ * waiting result holds its job's in-flight slot: a flood of forged jobs must not hold them all
+ * (only a gateway that has just started can be legitimately unseen, for a few milliseconds).
+ */
+export const MAX_WAITING_RESULTS = 16;
+
+export type RegistrationRejection = "signature" | "malformed" | "capacity";
+export type RegistrationOutcome = "stored" | "removed" | "stale" | RegistrationRejection;
+
+/** The Kafka record, as much of it as the table reads. */
+export interface RegistrationRecord {
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  readonly headers?: Record<string, Buffer | string | (Buffer | string)[] | undefined>;
+}
+
+/**
+ * The live gateways' reply topics, bounded and expiring like the gateway's worker table: with
+ * cluster keys only signed registrations count; a registration must name its own gateway's reply
+ * topic (`shoal.replies.<instance id>`, the record's key); it lapses three intervals after it was
+ * written (at most after it arrived); past `maxGateways` a new instance is refused until one lapses.
+ */
+export class RegistrationTable {
+  /** Instance id → when its registration lapses (local clock). */
+  private readonly expiries = new Map<string, number>();
+
+  constructor(
+    private readonly maxGateways: number,
+    private readonly signer?: RecordSigner,
+  ) {}
+
+  get size(): number {
+    return this.expiries.size;
+  }
+
+  accept(record: RegistrationRecord, nowMs: number): RegistrationOutcome {
+    const key = record.key?.toString("utf8") ?? "";
+    const value = record.value !== null && record.value.length > 0 ? record.value : null;
+    if (this.signer?.enabled && !this.signer.verify("gateway", statusSignedBytes(key, value), record.headers?.[SIGNATURE_HEADER])) return "signature";
+    if (value === null) {
+      this.expiries.delete(key);
+      return "removed";
+    }
+    let instanceId: string;
+    let expiresAtMs: number;
+    try {
+      const r = decodeGatewayRegistration(value);
+      if (r.instanceId !== key || r.replyTopic !== replyTopic(key)) return "malformed";
+      instanceId = r.instanceId;
+      const interval = Math.min(r.intervalMs > 0 ? r.intervalMs : 5_000, MAX_INTERVAL_MS);
+      expiresAtMs = Math.min(Number(r.updatedUnixMs), nowMs) + 3 * interval + CLOCK_SLACK_MS;
+    } catch (err) {
+      if (!(err instanceof RecordDecodeError)) throw err;
+      return "malformed";
+    }
+    if (expiresAtMs <= nowMs) return "stale";
+    const known = this.expiries.get(instanceId);
+    if (known === undefined && this.expiries.size >= this.maxGateways) {
+      this.sweep(nowMs);
+      if (this.expiries.size >= this.maxGateways) return "capacity";
+    }
+    this.expiries.set(instanceId, Math.max(known ?? 0, expiresAtMs));
+    return "stored";
+  }
+
+  sweep(nowMs: number): void {
+    for (const [id, at] of this.expiries) if (at <= nowMs) this.expiries.delete(id);
+  }
+
+  /** Whether `topic` is the reply topic of a gateway whose registration is live at `nowMs`. */
+  registered(topic: string, nowMs: number): boolean {
+    const prefix = replyTopic("");
+    if (!topic.startsWith(prefix)) return false;
+    const at = this.expiries.get(topic.slice(prefix.length));
+    return at !== undefined && at > nowMs;
+  }
+}
+
+/** Reply topics live gateways registered on `shoal.gateways`, followed from the topic's start. */
+export interface ReplyRegistry {
+  /** Resolves once the registrations on the topic when it was called have been read (at most `catchUpMs`). */
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  /**
+   * Whether a live gateway registered `topic`. A registration not seen yet is waited for up to the
+   * grace (the gateway registers before it serves, but this reader and the job intake fetch apart),
+   * by at most MAX_WAITING_RESULTS results at once.
+   */
+  allows(topic: string): Promise<boolean>;
+}
+
+export interface ReplyRegistryOptions {
+  readonly workerId: string;
+  readonly maxGateways: number;
+  readonly signer?: RecordSigner;
+  /** How long a result waits for its reply topic's registration to arrive (default 1 s). */
+  readonly graceMs?: number;
+  /** Longest wait in start() for the existing registrations (default 10 s). */
+  readonly catchUpMs?: number;
+  readonly onRejected?: (reason: RegistrationRejection) => void;
+}
+
+export function createReplyRegistry(kafka: Kafka, logger: Logger, opts: ReplyRegistryOptions): ReplyRegistry {
+  const log = logger.child({ component: "reply-registry" });
+  const table = new RegistrationTable(opts.maxGateways, opts.signer);
+  const graceMs = opts.graceMs ?? 1_000;
+  /** Results waiting for a registration, woken by each stored one. */
+  const waiters = new Set<() => void>();
+  let readUpTo = -1n;
+  let sweeper: NodeJS.Timeout | undefined;
+  let lastWarnMs = 0;
+  const admin = kafka.admin();
+  const consumer = createResilientConsumer(kafka, logger, {
+    component: "reply-registry",
+    consumerConfig: { groupId: `shoal-worker-registry-${opts.workerId}`, ...SOLO_GROUP_CONSUMER, allowAutoTopicCreation: false },
+    subscribe: (c) => c.subscribe({ topic: GATEWAYS_TOPIC, fromBeginning: true }),
+    deleteGroupOnStop: true,
+    run: {
+      autoCommit: false,
+      eachMessage: async ({ message }) => {
+        const now = Date.now();
+        readUpTo = BigInt(message.offset);
+        const outcome = table.accept(message, now);
+        if (outcome === "stored") for (const wake of waiters) wake();
+        if (outcome !== "signature" && outcome !== "malformed" && outcome !== "capacity") return;
+        opts.onRejected?.(outcome);
+        if (now - lastWarnMs >= 10_000) {
+          lastWarnMs = now;
+          log.warn({ reason: outcome, offset: message.offset, held: table.size }, "gateway registration refused");
+        }
+      },
+    },
+  });
+
+  /**
+   * The topic's last offset now (-1: empty), asked until `until`: a topic another service has just
+   * created may not have its leader yet. Unknown after that: -1 (results then wait out the grace).
+   */
+  async function lastOffset(until: number): Promise<bigint> {
+    for (;;) {
+      try {
+        await admin.connect();
+        const [end] = await admin.fetchTopicOffsets(GATEWAYS_TOPIC);
+        return BigInt(end?.high ?? "0") - 1n;
+      } catch (err) {
+        if (Date.now() >= until) {
+          log.warn({ err }, "could not read where the gateway registrations end; results wait for theirs");
+          return -1n;
+        }
+        await new Promise((r) => setTimeout(r, 200));
+      } finally {
+        await admin.disconnect().catch(() => undefined);
+      }
+    }
+  }
+
+  return {
+    async start() {
+      const until = Date.now() + (opts.catchUpMs ?? 10_000);
+      const last = await lastOffset(until);
+      await consumer.start();
+      while (readUpTo < last && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+      if (readUpTo < last) log.warn({ readUpTo: String(readUpTo), last: String(last) }, "gateway registrations not all read at start; results wait for theirs");
+      sweeper = setInterval(() => table.sweep(Date.now()), 5_000);
+      sweeper.unref();
+    },
+    async stop() {
+      clearInterval(sweeper);
+      for (const wake of waiters) wake();
+      await consumer.stop();
+    },
+    async allows(topic) {
+      if (table.registered(topic, Date.now())) return true;
+      if (waiters.size >= MAX_WAITING_RESULTS) return false;
+      return new Promise<boolean>((resolve) => {
+        const check = (): void => {
+          if (!table.registered(topic, Date.now())) return;
+          finish(true);
+        };
+        const finish = (ok: boolean): void => {
+          clearTimeout(timer);
+          waiters.delete(check);
+          resolve(ok);
+        };
+        const timer = setTimeout(() => finish(table.registered(topic, Date.now())), graceMs);
+        waiters.add(check);
+      });
+    },
+  };
+}
