@@ -21,8 +21,13 @@ interface Outcome {
   readonly values: number[];
 }
 
+/** One gRPC client (one HTTP/2 connection) per gateway, as a service calling Shoal would hold. */
+const clients = new Map<string, ReturnType<typeof clientsFor>>();
+
 async function embed(cluster: TestCluster, model: string, text: string, lane = Lane.INTERACTIVE): Promise<Outcome> {
-  const { inference } = clientsFor(cluster.urls[0]!, "grpc");
+  const url = cluster.urls[0]!;
+  if (!clients.has(url)) clients.set(url, clientsFor(url, "grpc"));
+  const { inference } = clients.get(url)!;
   let worker = "";
   try {
     const res = await inference.embed({ model, inputs: [text], lane }, { timeoutMs: 90_000, onHeader: (h) => (worker = h.get("shoal-worker") ?? "") });
