@@ -3,8 +3,8 @@
  * peer at a time against a live cluster while a polite caller keeps calling. For each attack it
  * asserts what the attacker gets (a refusal with its code, or a closed connection, in bounded
  * time), that the gateway and worker stay up, that the polite caller's calls all succeed with their
- * p99 within 2× of the same caller's unloaded run (plus 100 ms: a loaded 2-core CI machine's own
- * jitter), and that no accepted call is lost. Job records naming reply topics that do not exist
+ * p90 within 2× of the same caller's unloaded run (plus 100 ms: a loaded 2-core CI machine's own
+ * jitter) and none stalled, and that no accepted call is lost. Job records naming reply topics that do not exist
  * are here; forged and unsigned records are covered by e2e/cluster-keys.test.ts, greedy callers by
  * e2e/fair-admission.test.ts; the README's security table lists all of them.
  */
@@ -29,7 +29,7 @@ import { idleSession, neverReads, silent, slowBody, slowHeaders, streamFlood } f
 import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor, codeOf } from "./harness/clients.ts";
 import type { ServiceProcess } from "./harness/service-process.ts";
-import { scrape, total } from "./harness/prometheus.ts";
+import { type Scrape, scrape, total } from "./harness/prometheus.ts";
 import { eventually, waitFor } from "./harness/wait.ts";
 
 const LIMITS = {
@@ -46,11 +46,14 @@ const POLITE_CALLS = 40;
 
 /**
  * The polite caller: sequential one-text Embeds; every one must succeed. `measureBaseline` takes
- * its unloaded p99; `underAttack` runs it beside an attack and checks the bound (2× + 100 ms) and
- * that every service is still running.
+ * its unloaded p90; `underAttack` runs it beside an attack and checks two bounds and that every
+ * service is still running: p90 within 2× + 100 ms of the unloaded p90 (an attack that slows the
+ * callers it overlaps), and the slowest call within 4× + 300 ms (an attack that stalls a service).
+ * The p90 of 40 calls leaves out the slowest four: on this 2-core machine one call can lose
+ * ~150 ms to the scheduler whatever the attack (the slowest call alone was a flaky bound).
  */
 class PoliteCaller {
-  baselineP99 = 0;
+  baselineP90 = 0;
   /** Where the slowest call of the last run spent its time. */
   private slowest = "";
 
@@ -60,7 +63,7 @@ class PoliteCaller {
     private readonly services: () => readonly ServiceProcess[],
   ) {}
 
-  async p99(calls = POLITE_CALLS, inference = this.client()): Promise<number> {
+  async latencies(calls = POLITE_CALLS, inference = this.client()): Promise<{ p90: number; max: number }> {
     const took: number[] = [];
     const started = performance.now();
     for (let i = 0; i < calls; i++) {
@@ -75,7 +78,7 @@ class PoliteCaller {
       assert.equal(r.embeddings.length, 1);
     }
     took.sort((a, b) => a - b);
-    return took[Math.min(took.length - 1, Math.ceil(0.99 * took.length) - 1)]!;
+    return { p90: took[Math.ceil(0.9 * took.length) - 1]!, max: took[took.length - 1]! };
   }
 
   async measureBaseline(): Promise<void> {
@@ -86,23 +89,28 @@ class PoliteCaller {
       return true;
     }, 30_000);
     assert.ok(answered, "a first call is answered within 30 s");
-    await this.p99(10); // warm
-    this.baselineP99 = await this.p99();
-    console.error(`adversarial: unloaded: polite p99 ${this.baselineP99.toFixed(1)} ms; ${this.slowest}`);
+    await this.latencies(10); // warm
+    const { p90, max } = await this.latencies();
+    this.baselineP90 = p90;
+    console.error(`adversarial: unloaded: polite p90 ${p90.toFixed(1)} ms, max ${max.toFixed(1)} ms; ${this.slowest}`);
   }
 
-  /** Runs the attack and the polite caller together; asserts the polite caller's p99 bound and that the services are alive. */
+  /** Runs the attack and the polite caller together; asserts the polite caller's latency bounds and that the services are alive. */
   async underAttack<T>(name: string, attack: () => Promise<T>, opts: { latencyBound?: boolean } = {}): Promise<T> {
     // The polite caller's connection is open before the attack starts, as a caller's would be
     // (its own TLS handshake racing 30 attacking ones measured the handshakes, not the attack).
     const inference = this.client();
     await inference.embed({ model: this.model(), inputs: ["polite warm-up"] });
-    const [result, p99] = await Promise.all([attack(), this.p99(POLITE_CALLS, inference)]);
-    const bound = 2 * this.baselineP99 + 100;
+    const [result, { p90, max }] = await Promise.all([attack(), this.latencies(POLITE_CALLS, inference)]);
+    const bound = 2 * this.baselineP90 + 100;
+    const stallBound = 4 * this.baselineP90 + 300;
     console.error(
-      `adversarial: ${name}: polite p99 ${p99.toFixed(1)} ms (unloaded ${this.baselineP99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms); ${this.slowest}`,
+      `adversarial: ${name}: polite p90 ${p90.toFixed(1)} ms, max ${max.toFixed(1)} ms (unloaded p90 ${this.baselineP90.toFixed(1)} ms; bounds ${bound.toFixed(0)} / ${stallBound.toFixed(0)} ms); ${this.slowest}`,
     );
-    if (opts.latencyBound !== false) assert.ok(p99 <= bound, `${name}: polite p99 ${p99.toFixed(1)} ms over ${bound.toFixed(0)} ms`);
+    if (opts.latencyBound !== false) {
+      assert.ok(p90 <= bound, `${name}: polite p90 ${p90.toFixed(1)} ms over ${bound.toFixed(0)} ms`);
+      assert.ok(max <= stallBound, `${name}: slowest polite call ${max.toFixed(1)} ms over ${stallBound.toFixed(0)} ms`);
+    }
     for (const p of this.services()) assert.ok(p.running, `${name}: ${p.name} still running`);
     return result;
   }
@@ -330,23 +338,36 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
       const lines = createInterface({ input: attacker.stdout! });
       const nextLine = (): Promise<string> => new Promise((resolve) => lines.once("line", resolve));
       assert.equal(await nextLine(), "ready");
+      // prom-client resets its event-loop delay histogram at each scrape: the most any scrape from
+      // this one on reports is the gateway's longest stall while it read the flood.
+      let stalledMs = 0;
+      const scrapeGateway = async (): Promise<Scrape> => {
+        const m = await scrape(gatewayMetrics);
+        stalledMs = Math.max(stalledMs, 1_000 * total(m, "nodejs_eventloop_lag_max_seconds"));
+        return m;
+      };
+      await scrapeGateway();
       const flood = await underAttack("status flood", async () => {
         attacker.stdin!.write("go\n");
         return JSON.parse(await nextLine()) as { ms: number };
       });
       assert.ok(
         await waitFor(
-          async () => total(await scrape(gatewayMetrics), "shoal_gateway_status_records_rejected_total", { reason: "capacity" }) - refusedBefore >= FORGED - 31,
+          async () => total(await scrapeGateway(), "shoal_gateway_status_records_rejected_total", { reason: "capacity" }) - refusedBefore >= FORGED - 31,
           20_000,
           100,
         ),
         "the gateway read the flood and refused the ids past its bound",
       );
       // Entries leave only by expiring (6.5 s) and the sweep after it: what is held now is the most held during the flood.
-      const m = await scrape(gatewayMetrics);
+      const m = await scrapeGateway();
       const refused = total(m, "shoal_gateway_status_records_rejected_total", { reason: "capacity" }) - refusedBefore;
       const held = total(m, "shoal_gateway_status_entries");
-      console.error(`adversarial: status flood: ${FORGED} forged ids in ${flood.ms} ms, ${refused} refused, ${held} entries held`);
+      console.error(
+        `adversarial: status flood: ${FORGED} forged ids in ${flood.ms} ms, ${refused} refused, ${held} entries held; gateway event-loop delay max ${stalledMs.toFixed(0)} ms`,
+      );
+      // The gateway reads the flood in slices, yielding between them (the delay monitor samples every 20 ms).
+      assert.ok(stalledMs < 90, `the gateway's event loop stalled ${stalledMs.toFixed(0)} ms reading the flood`);
       assert.equal(held, 32, "the bound, reached");
       assert.equal(refused, FORGED - 31, "every id past the bound refused (the real worker holds one entry)");
       assert.ok((await listed()).includes(real[0]!), "the real worker is still listed");

@@ -83,6 +83,7 @@ export { startTracing, shoalTracer, traceHeaders, contextFromHeaders, type Traci
 export { startProcessSpan, startSendSpan, type ConsumedRecord } from "./telemetry/kafka-spans.ts";
 export { createMetricsRegistry, Counter, Gauge, Histogram, type Registry } from "./telemetry/metrics.ts";
 export { createKafkaProbe, type KafkaProbe, type ProbeCheck } from "./telemetry/kafka-probe.ts";
+export { eachRecordInSlices, RECORD_SLICE } from "./sliced-batch.ts";
 export { createResilientConsumer, SOLO_GROUP_CONSUMER, type ResilientConsumer, type ResilientConsumerOptions } from "./resilient-consumer.ts";
 export { runService, stopSteps, forceExitAfterMs, type RunServiceOptions, type ServiceApp } from "./run-service.ts";
 export {

@@ -1,5 +1,5 @@
-import type { Kafka } from "kafkajs";
-import { createResilientConsumer, SOLO_GROUP_CONSUMER, STATUS_TOPIC, type Logger, type RecordSigner } from "@shoal/common";
+import type { Kafka, KafkaMessage } from "kafkajs";
+import { createResilientConsumer, eachRecordInSlices, SOLO_GROUP_CONSUMER, STATUS_TOPIC, type Logger, type RecordSigner } from "@shoal/common";
 import type { WorkerStatus } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { type StatusRejection, StatusTable } from "./status-table.ts";
 
@@ -36,6 +36,17 @@ export function createClusterState(kafka: Kafka, logger: Logger, opts: ClusterSt
   const table = new StatusTable(opts.maxWorkers, opts.signer);
   let sweeper: NodeJS.Timeout | undefined;
   let lastWarnMs = 0;
+  const accept = (message: KafkaMessage): void => {
+    const now = Date.now();
+    const outcome = table.accept(message, now);
+    if (outcome !== "signature" && outcome !== "malformed" && outcome !== "capacity") return;
+    opts.onRejected?.(outcome);
+    // At most one line per 10 s: a flood of forged records must not flood the log too.
+    if (now - lastWarnMs >= 10_000) {
+      lastWarnMs = now;
+      log.warn({ reason: outcome, offset: message.offset, held: table.size, maxWorkers: opts.maxWorkers }, "worker status refused");
+    }
+  };
   // Replaced if kafkajs gives up on it: otherwise the cluster view would freeze after an outage.
   const consumer = createResilientConsumer(kafka, logger, {
     component: "cluster-state",
@@ -45,17 +56,9 @@ export function createClusterState(kafka: Kafka, logger: Logger, opts: ClusterSt
       // Never committed: a replacement consumer reads the compacted topic from its start again
       // (as the first did), and no OffsetCommit follows every status record.
       autoCommit: false,
-      eachMessage: async ({ message }) => {
-        const now = Date.now();
-        const outcome = table.accept(message, now);
-        if (outcome !== "signature" && outcome !== "malformed" && outcome !== "capacity") return;
-        opts.onRejected?.(outcome);
-        // At most one line per 10 s: a flood of forged records must not flood the log too.
-        if (now - lastWarnMs >= 10_000) {
-          lastWarnMs = now;
-          log.warn({ reason: outcome, offset: message.offset, held: table.size, maxWorkers: opts.maxWorkers }, "worker status refused");
-        }
-      },
+      // In slices that yield between them: a flood of thousands of (forged) status records must
+      // not hold up the calls this gateway is serving meanwhile.
+      eachBatch: eachRecordInSlices(accept),
     },
   });
 

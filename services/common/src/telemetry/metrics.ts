@@ -1,8 +1,8 @@
 import { collectDefaultMetrics, Registry } from "prom-client";
 
 /**
- * A Prometheus registry with Node's default metrics (event-loop lag, GC, memory, CPU) under the
- * `shoal_<service>_` prefix; services add their own metrics to it and serve it on `/metrics`.
+ * A Prometheus registry with Node's default metrics (event-loop lag, GC, memory, CPU), labelled
+ * `service="<service>"`; services add their own metrics to it and serve it on `/metrics`.
  */
 export function createMetricsRegistry(service: string): Registry {
   const registry = new Registry();

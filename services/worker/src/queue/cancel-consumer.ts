@@ -1,5 +1,14 @@
 import type { Kafka } from "kafkajs";
-import { createResilientConsumer, decodeCancel, RecordDecodeError, SIGNATURE_HEADER, SOLO_GROUP_CONSUMER, type Logger, type RecordSigner } from "@shoal/common";
+import {
+  createResilientConsumer,
+  decodeCancel,
+  eachRecordInSlices,
+  RecordDecodeError,
+  SIGNATURE_HEADER,
+  SOLO_GROUP_CONSUMER,
+  type Logger,
+  type RecordSigner,
+} from "@shoal/common";
 import type { CancelSet } from "./cancel-set.ts";
 
 /** The cancel topic's consumer group of one worker: one per worker id, never a fresh one per start. */
@@ -34,7 +43,8 @@ export function createCancelConsumer(
     subscribe: (c) => c.subscribe({ topic: opts.topic, fromBeginning: false }),
     run: {
       autoCommit: false,
-      eachMessage: async ({ message }) => {
+      // In slices that yield between them: a burst of cancels must not stall the worker.
+      eachBatch: eachRecordInSlices((message) => {
         if (opts.signer !== undefined && !opts.signer.verify("cancel", message.value, message.headers?.[SIGNATURE_HEADER])) {
           log.warn({ offset: message.offset }, "skipping a cancel record without a valid signature");
           return;
@@ -46,7 +56,7 @@ export function createCancelConsumer(
           if (!(err instanceof RecordDecodeError)) throw err;
           log.warn({ err }, "skipping undecodable cancel record");
         }
-      },
+      }),
     },
     deleteGroupOnStop: true,
   });

@@ -1,6 +1,7 @@
 import type { Kafka } from "kafkajs";
 import {
   createResilientConsumer,
+  eachRecordInSlices,
   decodeGatewayRegistration,
   GATEWAYS_TOPIC,
   RecordDecodeError,
@@ -136,7 +137,8 @@ export function createReplyRegistry(kafka: Kafka, logger: Logger, opts: ReplyReg
     deleteGroupOnStop: true,
     run: {
       autoCommit: false,
-      eachMessage: async ({ message }) => {
+      // In slices that yield between them: a flood of registrations must not stall the worker.
+      eachBatch: eachRecordInSlices((message) => {
         const now = Date.now();
         readUpTo = BigInt(message.offset);
         const outcome = table.accept(message, now);
@@ -147,7 +149,7 @@ export function createReplyRegistry(kafka: Kafka, logger: Logger, opts: ReplyReg
           lastWarnMs = now;
           log.warn({ reason: outcome, offset: message.offset, held: table.size }, "gateway registration refused");
         }
-      },
+      }),
     },
   });
 
