@@ -3,7 +3,7 @@
  * peer at a time against a live cluster while a polite caller keeps calling. For each attack it
  * asserts what the attacker gets (a refusal with its code, or a closed connection, in bounded
  * time), that the gateway and worker stay up, that the polite caller's calls all succeed with their
- * p90 within 2× of the same caller's unloaded run (plus 100 ms: a loaded 2-core CI machine's own
+ * p99 within 2× of the same caller's unloaded run (plus 100 ms: a loaded 2-core CI machine's own
  * jitter) and none stalled, and that no accepted call is lost. Job records naming reply topics that do not exist
  * are here; forged and unsigned records are covered by e2e/cluster-keys.test.ts, greedy callers by
  * e2e/fair-admission.test.ts; the README's security table lists all of them.
@@ -42,18 +42,18 @@ const LIMITS = {
   SHOAL_STREAM_RESETS_PER_SECOND: "20",
   SHOAL_MAX_WORKERS: "32",
 };
-const POLITE_CALLS = 40;
+const POLITE_CALLS = 100;
 
 /**
  * The polite caller: sequential one-text Embeds; every one must succeed. `measureBaseline` takes
- * its unloaded p90; `underAttack` runs it beside an attack and checks two bounds and that every
- * service is still running: p90 within 2× + 100 ms of the unloaded p90 (an attack that slows the
+ * its unloaded p99; `underAttack` runs it beside an attack and checks two bounds and that every
+ * service is still running: p99 within 2× + 100 ms of the unloaded p99 (an attack that slows the
  * callers it overlaps), and the slowest call within 4× + 300 ms (an attack that stalls a service).
- * The p90 of 40 calls leaves out the slowest four: on this 2-core machine one call can lose
- * ~150 ms to the scheduler whatever the attack (the slowest call alone was a flaky bound).
+ * The p99 of 100 calls is the second slowest: on this 2-core machine one call can lose ~150 ms to
+ * the scheduler whatever the attack (the p99 of 40 calls, their slowest, was a flaky bound).
  */
 class PoliteCaller {
-  baselineP90 = 0;
+  baselineP99 = 0;
   /** Where the slowest call of the last run spent its time. */
   private slowest = "";
 
@@ -63,7 +63,7 @@ class PoliteCaller {
     private readonly services: () => readonly ServiceProcess[],
   ) {}
 
-  async latencies(calls = POLITE_CALLS, inference = this.client()): Promise<{ p90: number; max: number }> {
+  async latencies(calls = POLITE_CALLS, inference = this.client()): Promise<{ p99: number; max: number }> {
     const took: number[] = [];
     const started = performance.now();
     for (let i = 0; i < calls; i++) {
@@ -78,21 +78,21 @@ class PoliteCaller {
       assert.equal(r.embeddings.length, 1);
     }
     took.sort((a, b) => a - b);
-    return { p90: took[Math.ceil(0.9 * took.length) - 1]!, max: took[took.length - 1]! };
+    return { p99: took[Math.ceil(0.99 * took.length) - 1]!, max: took[took.length - 1]! };
   }
 
   async measureBaseline(): Promise<void> {
-    // The first call of a cold cluster (first in a CI run: JIT, a broker just started) can take
-    // longer than these tests' 2 s stream idle timeout, which cancels it: warm up until one answers.
+    // The first call of a cold cluster (first in a CI run: JIT, a broker just started) can be slow
+    // or fail while the worker joins: warm up until one answers.
     const answered = await eventually(async () => {
       await this.client().embed({ model: this.model(), inputs: ["warm-up"] }, { timeoutMs: 10_000 });
       return true;
     }, 30_000);
     assert.ok(answered, "a first call is answered within 30 s");
     await this.latencies(10); // warm
-    const { p90, max } = await this.latencies();
-    this.baselineP90 = p90;
-    console.error(`adversarial: unloaded: polite p90 ${p90.toFixed(1)} ms, max ${max.toFixed(1)} ms; ${this.slowest}`);
+    const { p99, max } = await this.latencies();
+    this.baselineP99 = p99;
+    console.error(`adversarial: unloaded: polite p99 ${p99.toFixed(1)} ms, max ${max.toFixed(1)} ms; ${this.slowest}`);
   }
 
   /** Runs the attack and the polite caller together; asserts the polite caller's latency bounds and that the services are alive. */
@@ -101,14 +101,14 @@ class PoliteCaller {
     // (its own TLS handshake racing 30 attacking ones measured the handshakes, not the attack).
     const inference = this.client();
     await inference.embed({ model: this.model(), inputs: ["polite warm-up"] });
-    const [result, { p90, max }] = await Promise.all([attack(), this.latencies(POLITE_CALLS, inference)]);
-    const bound = 2 * this.baselineP90 + 100;
-    const stallBound = 4 * this.baselineP90 + 300;
+    const [result, { p99, max }] = await Promise.all([attack(), this.latencies(POLITE_CALLS, inference)]);
+    const bound = 2 * this.baselineP99 + 100;
+    const stallBound = 4 * this.baselineP99 + 300;
     console.error(
-      `adversarial: ${name}: polite p90 ${p90.toFixed(1)} ms, max ${max.toFixed(1)} ms (unloaded p90 ${this.baselineP90.toFixed(1)} ms; bounds ${bound.toFixed(0)} / ${stallBound.toFixed(0)} ms); ${this.slowest}`,
+      `adversarial: ${name}: polite p99 ${p99.toFixed(1)} ms, max ${max.toFixed(1)} ms (unloaded p99 ${this.baselineP99.toFixed(1)} ms; bounds ${bound.toFixed(0)} / ${stallBound.toFixed(0)} ms); ${this.slowest}`,
     );
     if (opts.latencyBound !== false) {
-      assert.ok(p90 <= bound, `${name}: polite p90 ${p90.toFixed(1)} ms over ${bound.toFixed(0)} ms`);
+      assert.ok(p99 <= bound, `${name}: polite p99 ${p99.toFixed(1)} ms over ${bound.toFixed(0)} ms`);
       assert.ok(max <= stallBound, `${name}: slowest polite call ${max.toFixed(1)} ms over ${stallBound.toFixed(0)} ms`);
     }
     for (const p of this.services()) assert.ok(p.running, `${name}: ${p.name} still running`);

@@ -82,6 +82,7 @@ export { Attr, SpanName } from "./telemetry/attributes.ts";
 export { startTracing, shoalTracer, traceHeaders, contextFromHeaders, type Tracing } from "./telemetry/tracing.ts";
 export { startProcessSpan, startSendSpan, type ConsumedRecord } from "./telemetry/kafka-spans.ts";
 export { createMetricsRegistry, Counter, Gauge, Histogram, type Registry } from "./telemetry/metrics.ts";
+export { boundLabel, OTHER_LABEL } from "./telemetry/label-bound.ts";
 export { createKafkaProbe, type KafkaProbe, type ProbeCheck } from "./telemetry/kafka-probe.ts";
 export { eachRecordInSlices, RECORD_SLICE } from "./sliced-batch.ts";
 export { createResilientConsumer, SOLO_GROUP_CONSUMER, type ResilientConsumer, type ResilientConsumerOptions } from "./resilient-consumer.ts";

@@ -1,6 +1,7 @@
 import { Code, ConnectError, createContextValues, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import {
+  boundLabel,
   checkKafkaCertificates,
   createKafka,
   createKafkaProbe,
@@ -162,6 +163,8 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
   let stopping: Promise<void> | undefined;
   // SHOAL_DISPATCH other than shared: this gateway picks each job's worker from its own view of the status topic.
   const dispatchConfig = config.dispatch;
+  // Worker ids come from status records: at most SHOAL_MAX_WORKERS of them become label values.
+  const workerLabel = boundLabel(config.maxWorkers);
   const dispatch: RoutedDispatch | undefined =
     dispatchConfig.mode === "shared"
       ? undefined
@@ -170,8 +173,8 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
           workers: () => cluster.workers(),
           resend: (topic, message) => producer.send(topic, message),
           logger,
-          onPlaced: (pool, p) => metrics.dispatched.inc({ pool, worker: p.workerId ?? "" }),
-          onRescued: (worker) => metrics.rescued.inc({ worker }),
+          onPlaced: (pool, p) => metrics.dispatched.inc({ pool, worker: p.workerId === undefined ? "" : workerLabel(p.workerId) }),
+          onRescued: (worker) => metrics.rescued.inc({ worker: workerLabel(worker) }),
         });
 
   async function start(): Promise<{ port: number }> {

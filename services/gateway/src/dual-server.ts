@@ -5,6 +5,7 @@ import { closeGracefully, listenOn } from "@shoal/common";
 
 import type { Handler } from "./http-types.ts";
 import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./connection-limits.ts";
+import { closeWhenIdle } from "./idle-sessions.ts";
 import { guardStreamResets } from "./stream-reset-guard.ts";
 
 /** One TCP port that speaks HTTP/1.1 (browsers, Connect JSON, gRPC-Web) and h2c (gRPC). */
@@ -39,10 +40,10 @@ export function createDualServer(handler: Handler, opts: { maxHeaderBytes?: numb
   // slowloris peer on HTTP/1.1 was never cut (e2e/adversarial.test.ts).
   h1.emit("listening");
   const h2 = http2.createServer({ settings: { maxConcurrentStreams: limits.maxConcurrentStreams } }, guardStreamResets(handler, limits));
-  h2.setTimeout(limits.idleTimeoutMs);
   const sockets = new Set<Socket>();
   const h2Sessions = new Set<http2.ServerHttp2Session>();
   h2.on("session", (session) => {
+    closeWhenIdle(session, limits.idleTimeoutMs);
     h2Sessions.add(session);
     session.once("close", () => h2Sessions.delete(session));
   });

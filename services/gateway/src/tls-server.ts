@@ -6,6 +6,7 @@ import type { DualServer } from "./dual-server.ts";
 
 import type { Handler } from "./http-types.ts";
 import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./connection-limits.ts";
+import { closeWhenIdle } from "./idle-sessions.ts";
 import { guardStreamResets } from "./stream-reset-guard.ts";
 
 /** PEM certificate chain and private key. */
@@ -20,17 +21,21 @@ export interface TlsMaterial {
  * fails the TLS handshake and gets nothing.
  */
 export function createTlsServer(handler: Handler, tls: TlsMaterial, limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS): DualServer {
-  // HTTP/1.1 requests in progress per socket, so that close() can cut idle keep-alive connections at once.
-  const busy = new Map<TLSSocket, number>();
+  // HTTP/1.1 answers in progress per socket: close() cuts idle keep-alive connections at once, and
+  // the idle timeout never cuts one whose answer the gateway is still computing.
+  const busy = new Map<TLSSocket, Set<Parameters<Handler>[1]>>();
   const guarded = guardStreamResets(handler, limits);
   const track: Handler = (req, res) => {
     if (req.httpVersionMajor === 1) {
       const socket = req.socket as TLSSocket;
-      busy.set(socket, (busy.get(socket) ?? 0) + 1);
+      // Node's HTTP/1.1 code clears the socket's timeout when a keep-alive connection's next request
+      // comes: armed again for each request.
+      socket.setTimeout(limits.idleTimeoutMs);
+      const answers = busy.get(socket) ?? new Set();
+      busy.set(socket, answers.add(res));
       res.once("close", () => {
-        const n = (busy.get(socket) ?? 1) - 1;
-        if (n > 0) busy.set(socket, n);
-        else busy.delete(socket);
+        answers.delete(res);
+        if (answers.size === 0) busy.delete(socket);
       });
     }
     guarded(req, res);
@@ -51,7 +56,15 @@ export function createTlsServer(handler: Handler, tls: TlsMaterial, limits: Conn
     // With allowHTTP1 the same handler also receives http.IncomingMessage / ServerResponse.
     track as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
   );
-  server.setTimeout(limits.idleTimeoutMs);
+  // HTTP/1.1 sockets idle for SHOAL_IDLE_TIMEOUT_MS: cut, unless the gateway is still writing an
+  // answer (that call is bounded by its deadline). With this listener Node leaves the choice here.
+  // Between keep-alive requests Node's HTTP/1.1 code arms its own timeout, keepAliveTimeout (+1 s):
+  // the server's (5 s by default; the plain port uses the same value as here).
+  Object.assign(server, { keepAliveTimeout: Math.min(65_000, limits.idleTimeoutMs) });
+  server.on("timeout", (socket: TLSSocket) => {
+    const answers = busy.get(socket);
+    if (answers === undefined || [...answers].every((res) => res.writableEnded)) socket.destroy();
+  });
   server.maxConnections = limits.maxConnections;
   // HTTP/1.1 over TLS: headers and whole-request deadlines (slowloris), as on the plain-text port.
   // Node's HTTP/1.1 fallback of an HTTP/2 server arms neither headersTimeout nor requestTimeout
@@ -92,9 +105,13 @@ export function createTlsServer(handler: Handler, tls: TlsMaterial, limits: Conn
       sockets.delete(socket);
       clearHeadersDeadline(socket);
     });
-    if (socket.alpnProtocol !== "h2") armHeadersDeadline(socket);
+    if (socket.alpnProtocol !== "h2") {
+      armHeadersDeadline(socket);
+      socket.setTimeout(limits.idleTimeoutMs);
+    }
   });
   server.on("session", (session) => {
+    closeWhenIdle(session, limits.idleTimeoutMs);
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
   });
