@@ -116,6 +116,8 @@ export interface WorkerConfig {
    * end it at once; a released job is seen by an idle worker only when it ends.
    */
   readonly shareIdleWaitMs: number;
+  /** SHOAL_SHARE_IDLE_JITTER: per-model pools' idle waiting fetches wait 0.5–1.5× shareIdleWaitMs (default on). */
+  readonly shareIdleJitter: boolean;
   /**
    * Share intake: estimated tokens of the jobs in hand (computing or waiting) under which a busy
    * worker asks the queue for more, so it never hoards jobs an idle worker could run; a worker
@@ -208,6 +210,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     shareLockMs: r.int("SHOAL_SHARE_LOCK_MS", 10_000, { min: 1_000, max: 3_600_000 }),
     shareDeliveryLimit: r.int("SHOAL_SHARE_DELIVERY_LIMIT", 5, { min: 2, max: 10 }),
     shareIdleWaitMs: r.int("SHOAL_SHARE_IDLE_WAIT_MS", 100, { min: 10, max: 2_000 }),
+    shareIdleJitter: r.bool("SHOAL_SHARE_IDLE_JITTER", true),
     // Work in hand under which a busy worker takes more: the other threads' batches plus a short
     // look-ahead (bench:intake: 2048 let a worker running a long batch take jobs an idle one could
     // have started at once).

@@ -89,6 +89,7 @@ function createPoolIntake(deps: IntakeDeps): JobIntake {
     lockMs: config.shareLockMs,
     deliveryLimit: config.shareDeliveryLimit,
     idleWaitMs: config.shareIdleWaitMs,
+    idleJitter: config.shareIdleJitter,
     logger: deps.logger,
   });
 }

@@ -28,6 +28,14 @@ export interface ShareIntakeOptions {
    * released job only when its wait ends, so this bounds how long a released job waits.
    */
   readonly idleWaitMs?: number;
+  /**
+   * Per-model pools: each idle waiting fetch waits a random 0.5–1.5× idleWaitMs (default on). The
+   * broker hands a new job to the longest-waiting fetch of its topic; an idle worker's fetches of
+   * every model, sent together, would be the longest waiting on every topic at once, so it got all
+   * of a fan-out's calls and released all but one (a released job waits for a wait to end). With
+   * the waits apart, each topic's longest-waiting fetch belongs to a worker picked independently.
+   */
+  readonly idleJitter?: boolean;
   /** The same for the retry and batch-lane topics while the worker holds no job (default 2,000 ms). */
   readonly laterIdleWaitMs?: number;
   readonly logger: Logger;
@@ -98,6 +106,7 @@ function headersOf(record: ShareRecord): RecordHeaders {
 export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   const log = opts.logger.child({ component: "share-intake" });
   const idleWaitMs = opts.idleWaitMs ?? 100;
+  const idleJitter = opts.idleJitter ?? true;
   const laterIdleWaitMs = opts.laterIdleWaitMs ?? 2_000;
   const members: Member[] = opts.topics.map(({ topic, lane, model }, i) => {
     const member = createShareConsumer({
@@ -358,7 +367,8 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       (r: ShareRecord): boolean =>
         !fresh || m.held > 0 || r.deliveryCount > 1 || !step.members.some((x) => x !== m && x.held > 0);
     const waitMs = waitFor(later);
-    for (const m of polls) poll(m, 1, waitMs, keep(m), () => (step.busy = true));
+    const spread = fresh && !later && idleJitter;
+    for (const m of polls) poll(m, 1, spread ? Math.round(waitMs * (0.5 + Math.random())) : waitMs, keep(m), () => (step.busy = true));
     return 0;
   }
 
