@@ -58,7 +58,7 @@ describe("per-model jobs topics: a shared queue per model", () => {
     for (const c of cleanup.reverse()) await c();
   });
 
-  test("each model has its own topic per lane; a burst of three models is spread over every worker, model by model, and answered right, on both lanes", async () => {
+  test("each model has its own topic per lane; a burst of three models is spread over every worker through shared queues and answered right, on both lanes", async () => {
     const cluster = await perModelCluster(3);
     cleanup.push(() => cluster.stop());
     const kafka = new Kafka({ clientId: "model-queues-test", brokers: kafkaBrokers().split(","), logLevel: logLevel.NOTHING });
@@ -87,7 +87,15 @@ describe("per-model jobs topics: a shared queue per model", () => {
     console.log(`burst of 90 answered in ${Math.round(performance.now() - t0)} ms`);
     const workersOf = new Map(MODELS.map((m) => [m, new Set(outcomes.filter((o) => o.model === m).map((o) => o.worker))]));
     console.log(`workers per model: ${JSON.stringify(Object.fromEntries([...workersOf].map(([m, w]) => [m, w.size])))}`);
-    for (const [m, w] of workersOf) assert.ok(w.size >= 2, `${m}'s jobs went to ${w.size} worker(s): its queue is not shared`);
+    // Shared queues, not a static model → worker map: every worker answered, and some model's jobs
+    // went to more than one worker. Not every model's: a worker that holds a model takes that
+    // model's waiting jobs for its batch, and one model per worker is a fine outcome of a burst of
+    // three models on three workers (1 of 5 runs had one model on a single worker).
+    assert.equal(new Set(outcomes.map((o) => o.worker)).size, 3, "every worker answered part of the burst");
+    assert.ok(
+      [...workersOf.values()].some((w) => w.size >= 2),
+      "some model's jobs went to more than one worker: the queues are shared, not routed",
+    );
     // The batch lane has its own topic per model, read in the background of the interactive ones.
     const batch = await Promise.all(Array.from({ length: 12 }, (_, i) => embed(cluster, MODELS[i % 3]!, text(i), Lane.BATCH)));
     assert.deepEqual(
