@@ -26,11 +26,12 @@ import { encodeEnvelope, jobsTopic } from "@shoal/common";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { JobEnvelopeSchema } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { idleSession, neverReads, silent, slowBody, slowHeaders, streamFlood } from "./harness/attacks.ts";
-import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
+import { kafkaBrokers, startCluster, type TestCluster, workerMetricsUrl } from "./harness/cluster.ts";
 import { clientsFor, codeOf } from "./harness/clients.ts";
 import type { ServiceProcess } from "./harness/service-process.ts";
 import { type Scrape, scrape, total } from "./harness/prometheus.ts";
 import { eventually, waitFor } from "./harness/wait.ts";
+import { REFUSED_MESSAGE } from "../services/gateway/src/stream-reset-guard.ts";
 
 const LIMITS = {
   SHOAL_HEADERS_TIMEOUT_MS: "1000",
@@ -128,8 +129,7 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
   );
   /** Jobs the worker has answered, all statuses (its /metrics). */
   async function workerJobs(): Promise<number> {
-    const line = await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs");
-    return total(await scrape(`http://127.0.0.1:${String(line["httpPort"])}/metrics`), "shoal_worker_jobs_total");
+    return total(await scrape(await workerMetricsUrl(cluster.workers[0]!)), "shoal_worker_jobs_total");
   }
   const underAttack = <T>(name: string, attack: () => Promise<T>, opts: { latencyBound?: boolean } = {}): Promise<T> => polite.underAttack(name, attack, opts);
 
@@ -247,18 +247,18 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
       return JSON.parse(await done) as { codes: Record<string, number>; odd: string[]; ms: number };
     });
     attacker.stdin!.end();
-    // Canceled; or, once its connection's reset allowance is spent, refused with
-    // RST_STREAM(ENHANCE_YOUR_CALM) (Internal to the client); or its own session cut under it.
+    // Canceled; or, once its connection's reset allowance is spent, refused with ResourceExhausted
+    // (a trailers-only gRPC answer) before the abort reached the gateway.
     assert.equal(
       Object.values(flood.codes).reduce((a, b) => a + b, 0),
       300,
     );
     assert.ok(
-      Object.keys(flood.codes).every((c) => c === "Canceled" || c === "Internal"),
+      Object.keys(flood.codes).every((c) => c === "Canceled" || c === "ResourceExhausted"),
       `aborted calls ended with ${JSON.stringify(flood.codes)}: ${flood.odd.join(" | ")}`,
     );
     assert.ok(
-      flood.odd.every((m) => /^Internal: (Stream closed with error code NGHTTP2_ENHANCE_YOUR_CALM|Session closed)/.test(m)),
+      flood.odd.every((m) => m === `ResourceExhausted: ${REFUSED_MESSAGE}`),
       flood.odd.join(" | "),
     );
     // Every job a departed caller left behind either never went out (not sent, or withdrawn from
@@ -283,13 +283,13 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
     assert.equal(r.embeddings.length, 1);
   });
 
-  test("job records naming reply topics that do not exist: 200 of them are dropped at once and hold up no one's results", async () => {
+  test("job records naming reply topics no live gateway registered (topics that do not exist): 200 of them are answered nowhere, counted, and hold up no one's results", async () => {
     const kafka = new Kafka({ clientId: "e2e-spoofed-replies", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING });
     const producer = kafka.producer();
     await producer.connect();
-    const worker = cluster.workers[0]!;
-    const dropped = (): number => worker.logs.filter((l) => typeof l.msg === "string" && l.msg.startsWith("reply topic does not exist")).length;
-    const before = dropped();
+    const metricsUrl = await workerMetricsUrl(cluster.workers[0]!);
+    const dropped = async (reason: string): Promise<number> => total(await scrape(metricsUrl), "shoal_worker_results_dropped_total", { reason });
+    const [unregistered0, missing0] = [await dropped("unregistered_reply_topic"), await dropped("missing_reply_topic")];
     await underAttack("spoofed reply topics", async () => {
       for (let i = 0; i < 200; i += 20) {
         await producer.send({
@@ -314,8 +314,14 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
       }
     });
     await producer.disconnect();
-    await waitFor(() => dropped() - before >= 200, 20_000, 100);
-    assert.equal(dropped() - before, 200, "every result to a missing reply topic was dropped, none retried for long");
+    // The reply-topic registry is on by default: the worker refuses these before it looks the topic up.
+    await waitFor(async () => (await dropped("unregistered_reply_topic")) - unregistered0 >= 200, 20_000, 100);
+    assert.equal(
+      (await dropped("unregistered_reply_topic")) - unregistered0,
+      200,
+      "every result to an unregistered reply topic was dropped, none retried for long",
+    );
+    assert.equal((await dropped("missing_reply_topic")) - missing0, 0, "refused by the registry before any topic look-up");
   });
 
   test("forged worker status flood: 5,000 distinct worker ids hold at most SHOAL_MAX_WORKERS (32) entries, the real worker stays listed, the forged ones expire", async () => {

@@ -39,7 +39,7 @@ describe("cluster keys: job, result, cancel and worker status records are signed
 
   before(async () => {
     // The reply-topic registry on: the gateway's registration must be signed for Embed to be answered.
-    cluster = await startCluster({ gatewayEnv: { SHOAL_CLUSTER_KEYS: key }, workerEnv: { SHOAL_CLUSTER_KEYS: key, SHOAL_REPLY_REGISTRY: "1" } });
+    cluster = await startCluster({ gatewayEnv: { SHOAL_CLUSTER_KEYS: key }, workerEnv: { SHOAL_CLUSTER_KEYS: key } });
     const line = await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs");
     workerMetrics = `http://127.0.0.1:${String(line["httpPort"])}/metrics`;
     producer = new Kafka({ clientId: "e2e-forger", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING }).producer();

@@ -27,7 +27,7 @@ import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { EmbedRequestSchema, InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { JobEnvelopeSchema, JobResultSchema } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { GetModelRequestSchema, ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
-import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
+import { kafkaBrokers, startCluster, type TestCluster, workerMetricsUrl } from "./harness/cluster.ts";
 import { clientsFor } from "./harness/clients.ts";
 import { scrape, total as metricTotal } from "./harness/prometheus.ts";
 
@@ -910,8 +910,10 @@ describe(`fuzzing the gateway and the worker (seed ${SEED}; SHOAL_FUZZ_SEED=${SE
     let excluded = 0;
     let toMissingTopics = 0;
     const worker0 = cluster.workers[0]!;
-    const droppedResults = (): number => worker0.logs.filter((l) => typeof l.msg === "string" && l.msg.startsWith("reply topic does not exist")).length;
-    const dropped0 = droppedResults();
+    // Answered nowhere: refused by the reply-topic registry (on by default) or, with it off, for a missing topic.
+    const workerMetrics = await workerMetricsUrl(worker0);
+    const droppedResults = async (): Promise<number> => metricTotal(await scrape(workerMetrics), "shoal_worker_results_dropped_total");
+    const dropped0 = await droppedResults();
     const kafkaRecords = async (): Promise<void> => {
       for (const kind of ONLY === undefined ? (["kafka-jobs", "kafka-replies"] as const) : []) {
         const n = Math.ceil(COUNTS[kind] * SCALE);
@@ -984,7 +986,7 @@ describe(`fuzzing the gateway and the worker (seed ${SEED}; SHOAL_FUZZ_SEED=${SE
       `per kind: ${[...tally.counts].map(([k, n]) => `${k} ${n}`).join(", ")}`,
       `slowest case per kind (ms): ${[...tally.slowest].map(([k, ms]) => `${k} ${ms.toFixed(0)}`).join(", ")}`,
       `job records mutated into another partition of the reply topic, replaced by noise: ${excluded}`,
-      `decodable job records naming a reply topic that does not exist: ${toMissingTopics}; results dropped for a missing reply topic: ${droppedResults() - dropped0}`,
+      `decodable job records naming a reply topic that does not exist: ${toMissingTopics}; results answered nowhere: ${(await droppedResults()) - dropped0}`,
       "status histogram:",
       ...[...tally.histogram].sort(([a], [b]) => a.localeCompare(b)).map(([k, n]) => `  ${k}: ${n}`),
     ];
@@ -1023,7 +1025,7 @@ describe(`fuzzing the gateway and the worker (seed ${SEED}; SHOAL_FUZZ_SEED=${SE
     assert.deepEqual(tally.failures, [], `seed ${SEED}: ${tally.failures.length} failing cases`);
     // Jobs answered to a reply topic nobody has: their results were dropped (and, above, everyone
     // else's calls were answered in bounded time meanwhile).
-    if (toMissingTopics >= 10) assert.ok(droppedResults() - dropped0 > 0, `none of ${toMissingTopics} results to missing reply topics was dropped`);
+    if (toMissingTopics >= 10) assert.ok((await droppedResults()) - dropped0 > 0, `none of ${toMissingTopics} results to missing reply topics was dropped`);
     if (ONLY === undefined) assert.ok(total >= 10_000 * SCALE, `only ${total} cases`);
     assert.equal(fatal.length, 0, "errors logged by the services");
     assert.ok(heapAfter - heapBefore < HEAP_GROWTH_LIMIT_MB, `gateway JS heap grew by ${(heapAfter - heapBefore).toFixed(0)} MB`);

@@ -13,13 +13,15 @@ import { scrape, total } from "./harness/prometheus.ts";
 import { until } from "./harness/wait.ts";
 
 /**
- * The reply-topic registry (issue #19): with SHOAL_REPLY_REGISTRY=1, a worker produces a result
+ * The reply-topic registry (issue #19; on by default): a worker produces a result
  * only to a reply topic that a live gateway registered on shoal.gateways. A job record naming any
  * other topic — one that exists, so the missing-topic check would not catch it — is computed,
  * acknowledged and answered nowhere, counted in shoal_worker_results_dropped_total. Each refusal
  * is paired with a job the same worker answers, so the test fails if the registry refuses
  * everything (or nothing). No cluster keys here: with keys, the registrations are signed too
- * (e2e/cluster-keys.test.ts runs that cluster with the registry on).
+ * (e2e/cluster-keys.test.ts). A lapse counts only once the worker can prove it (a record written
+ * after it, or the topic's end offset read): e2e/multi-host.test.ts cuts workers off from the
+ * brokers while their gateways keep refreshing, and no result may be dropped there.
  */
 describe("reply-topic registry: workers answer only reply topics a live gateway registered", () => {
   let cluster: TestCluster;
@@ -29,7 +31,7 @@ describe("reply-topic registry: workers answer only reply topics a live gateway 
 
   before(async () => {
     // Few in-flight slots: a waiting result holds its job's slot, so a flood of forged jobs could hold them all.
-    cluster = await startCluster({ workerEnv: { SHOAL_REPLY_REGISTRY: "1", SHOAL_MAX_INFLIGHT_JOBS: "32" } });
+    cluster = await startCluster({ workerEnv: { SHOAL_MAX_INFLIGHT_JOBS: "32" } });
     const line = await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs");
     workerMetrics = `http://127.0.0.1:${String(line["httpPort"])}/metrics`;
     const kafka = new Kafka({ clientId: "e2e-registry", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING });

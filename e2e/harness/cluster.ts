@@ -161,3 +161,9 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<TestClust
     throw err;
   }
 }
+
+/** A started worker's /metrics address (its HTTP port is picked at start and logged). */
+export async function workerMetricsUrl(worker: ServiceProcess): Promise<string> {
+  const line = await worker.waitForLog((l) => l.msg === "worker pulling jobs");
+  return `http://127.0.0.1:${String(line["httpPort"])}/metrics`;
+}

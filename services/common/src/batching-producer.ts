@@ -102,6 +102,8 @@ export function createBatchingProducer(
   const log = logger.child({ component: opts.name });
   const newProducer = (): Producer =>
     kafka.producer({
+      // A record for a topic that does not exist fails; it never creates one (the services create theirs).
+      allowAutoTopicCreation: false,
       idempotent: true,
       maxInFlightRequests: 1,
       createPartitioner: Partitioners.DefaultPartitioner,

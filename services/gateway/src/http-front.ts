@@ -1,10 +1,10 @@
-import http2 from "node:http2";
 import { isConsolePath } from "./console-static.ts";
 import type { Cors } from "./cors.ts";
 import { COHERE_PATHS } from "./cohere-routes.ts";
 import { OPENAI_EMBEDDINGS_PATH } from "./openai-embeddings.ts";
 import { TEI_PATHS } from "./tei-routes.ts";
 import { clampTimeoutHeaders } from "./timeout-headers.ts";
+import { refuseEarly, stopUploadAfterResponse } from "./early-refusal.ts";
 import { type Req, type Res, writeHead } from "./http-types.ts";
 
 type Handler = (req: Req, res: Res) => void;
@@ -30,27 +30,7 @@ export interface HttpFrontRoutes {
 /** RPC paths that need a key (health and reflection stay open). */
 const KEYED_PATH = /^\/shoal\.v1\./;
 
-/**
- * Refuses a keyed RPC without a recognised key before its body is read (Connect-ES parses bodies
- * before interceptors run): gRPC and gRPC-Web get a trailers-only Unauthenticated, Connect 401.
- * The rate and the principal are still taken by the interceptor for recognised keys.
- */
-function refuseUnauthenticated(req: Req, res: Res, message: string): void {
-  const UNAUTHENTICATED = message;
-  const type = req.headers["content-type"] ?? "";
-  if (/^application\/grpc/i.test(type)) {
-    writeHead(res, 200, {
-      "content-type": type.split(";")[0] ?? "application/grpc",
-      "grpc-status": "16",
-      "grpc-message": encodeURIComponent(UNAUTHENTICATED),
-      "www-authenticate": 'Bearer realm="shoal"',
-    });
-    res.end();
-  } else {
-    writeHead(res, 401, { "content-type": "application/json", "www-authenticate": 'Bearer realm="shoal"' });
-    res.end(JSON.stringify({ code: "unauthenticated", message: UNAUTHENTICATED }));
-  }
-}
+const WWW_AUTHENTICATE = { "www-authenticate": 'Bearer realm="shoal"' };
 
 // gRPC and gRPC-Web with the JSON codec (application/grpc+json, application/grpc-web+json, ...).
 const GRPC_JSON = /^application\/grpc(-web(-text)?)?\+json/i;
@@ -79,38 +59,15 @@ export function createHttpFront(routes: HttpFrontRoutes): Handler {
       });
       res.end("gRPC and gRPC-Web take the protobuf codec; use application/json for Connect JSON\n");
     } else if (routes.keyRefusal !== undefined && KEYED_PATH.test(pathname) && routes.keyRefusal(headerOf(req, "authorization")) !== undefined) {
-      refuseUnauthenticated(req, res, routes.keyRefusal(headerOf(req, "authorization")) ?? "");
+      // Before the body is read (Connect-ES parses bodies before interceptors run); the rate and the
+      // principal are still taken by the interceptor for recognised keys.
+      refuseEarly(req, res, "unauthenticated", routes.keyRefusal(headerOf(req, "authorization")) ?? "", WWW_AUTHENTICATE);
       routes.onRefused?.(pathname.split("/")[2] ?? "unknown");
     } else {
       clampTimeoutHeaders(req.headers);
       routes.connect(req, res);
     }
   };
-}
-
-/** How long a finished HTTP/2 response waits for a trailer-less stream's upload before resetting it. */
-const UNREAD_UPLOAD_GRACE_MS = 1_000;
-
-/**
- * An HTTP/2 response that is complete while the request body is still arriving (an error sent
- * before the body was read, e.g. a message over the size limit) leaves the rest of the body
- * unread: the flow-control window never reopens, the client can never finish its upload, and the
- * stream never closes — the caller hangs although its answer was sent. Once the response has gone,
- * tell the client to stop sending (RST_STREAM NO_ERROR, which RFC 9113 §8.1 provides for): right
- * after the trailers for gRPC, after a short grace otherwise (so the reset cannot overtake the
- * last DATA frame).
- */
-function stopUploadAfterResponse(req: http2.Http2ServerRequest): void {
-  const stream = req.stream;
-  const reset = (): void => {
-    if (!req.readableEnded && !stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
-  };
-  stream.once("finish", () => {
-    if (req.readableEnded || stream.destroyed) return;
-    const timer = setTimeout(reset, UNREAD_UPLOAD_GRACE_MS);
-    stream.once("close", () => clearTimeout(timer));
-    stream.once("wantTrailers", () => setImmediate(reset));
-  });
 }
 
 function headerOf(req: Req, name: string): string | undefined {

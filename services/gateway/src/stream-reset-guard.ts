@@ -1,4 +1,4 @@
-import http2 from "node:http2";
+import { refuseEarly } from "./early-refusal.ts";
 import type { Handler } from "./http-types.ts";
 
 /** How many HTTP/2 streams one connection's client may reset (cancel) before its new streams are refused. */
@@ -12,6 +12,8 @@ export interface StreamResetLimits {
 /** A client reset within this long of its stream's start counts against the connection's allowance. */
 export const RAPID_RESET_MS = 1_000;
 
+export const REFUSED_MESSAGE = "too many calls cancelled soon after they began on this connection; new calls are refused until its allowance refills";
+
 interface Allowance {
   level: number;
   atMs: number;
@@ -21,9 +23,11 @@ interface Allowance {
  * Against a "rapid reset" peer (open a stream, cancel it at once, repeat): each stream costs the
  * gateway its full handling, but frees its concurrency slot at once, so `maxConcurrentStreams`
  * does not bound the cost. Each HTTP/2 connection gets an allowance of client resets (streams the
- * client cancelled within RAPID_RESET_MS of their start, before their answer ended); once spent, its new streams are refused at once
- * with RST_STREAM(ENHANCE_YOUR_CALM) — a few microseconds each, before any parsing or handler —
- * until the allowance refills. Other connections are untouched. HTTP/1.1 is passed through.
+ * client cancelled within RAPID_RESET_MS of their start, before their answer ended); once spent, its
+ * new streams are answered ResourceExhausted at once — gRPC trailers-only, Connect 429, before the
+ * body is read or any handler runs — until the allowance refills. (A bare RST_STREAM
+ * ENHANCE_YOUR_CALM is as cheap, but clients read it apart: grpc-js as ResourceExhausted,
+ * Connect-ES as Internal.) Other connections are untouched. HTTP/1.1 is passed through.
  */
 export function guardStreamResets(handler: Handler, limits: StreamResetLimits, now: () => number = () => performance.now()): Handler {
   const allowances = new WeakMap<object, Allowance>();
@@ -45,7 +49,7 @@ export function guardStreamResets(handler: Handler, limits: StreamResetLimits, n
       return;
     }
     if (allowanceOf(session).level < 1) {
-      req.stream.close(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+      refuseEarly(req, res, "resource_exhausted", REFUSED_MESSAGE);
       return;
     }
     // 'aborted': the client reset the stream before the answer ended. Only a reset soon after the

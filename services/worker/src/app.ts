@@ -51,13 +51,14 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   // With SHOAL_CLUSTER_KEYS, every job, result and cancel record is signed and checked.
   const signer = createRecordSigner(config.clusterKeys);
   warnIfUnsigned(signer, config.kafka.brokers, logger);
-  // SHOAL_REPLY_REGISTRY=1: results only to reply topics a live gateway registered (reply-registry.ts).
+  // Results only to reply topics a live gateway registered (reply-registry.ts); SHOAL_REPLY_REGISTRY=0 opts out.
   const registry = config.replyRegistry
     ? createReplyRegistry(kafka, logger, {
         workerId: config.workerId,
         maxGateways: config.maxGateways,
         signer,
         onRejected: (reason) => metrics.registrationsRejected.inc({ reason }),
+        onUnproven: () => metrics.unprovenLapses.inc(),
       })
     : undefined;
   const sink = createResultSink(kafka, logger, config.workerId, {

@@ -53,7 +53,7 @@ export interface WorkerConfig {
   readonly statusIntervalMs: number;
   /** SHOAL_CLUSTER_KEYS / _FILE: keys that sign and check job, result and cancel records (none: off). */
   readonly clusterKeys: readonly Buffer[];
-  /** SHOAL_REPLY_REGISTRY=1: results go only to reply topics a live gateway registered on shoal.gateways. */
+  /** SHOAL_REPLY_REGISTRY (default on; 0 opts out): results go only to reply topics a live gateway registered on shoal.gateways. */
   readonly replyRegistry: boolean;
   /** SHOAL_MAX_GATEWAYS: most gateway registrations kept. */
   readonly maxGateways: number;
@@ -173,7 +173,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     memoryBudgetBytes: memoryBudgetBytes ?? 0,
     residencyPolicy: r.oneOf("SHOAL_RESIDENCY_POLICY", ["lru", "pinned-by-traffic"] as const, "pinned-by-traffic"),
     statusIntervalMs: r.int("SHOAL_STATUS_INTERVAL_MS", 2_000, { min: 20, max: 60_000 }),
-    replyRegistry: r.bool("SHOAL_REPLY_REGISTRY", false),
+    replyRegistry: r.bool("SHOAL_REPLY_REGISTRY", true),
     maxGateways: r.int("SHOAL_MAX_GATEWAYS", 256, { min: 1 }),
     maxAttempts: r.int("SHOAL_MAX_ATTEMPTS", 3, { min: 1, max: 20 }),
     clusterKeys: readClusterKeys(r),

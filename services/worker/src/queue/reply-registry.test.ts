@@ -34,6 +34,36 @@ describe("reply-topic registry table: which reply topics live gateways registere
     assert.equal(t.registered("shoal.replies.g1", NOW + 5_000), false);
   });
 
+  test("a lapse counts once proven: this reader has read a record written after it (one partition, read in order); until then it is unproven, not refused", () => {
+    const t = new RegistrationTable(8);
+    assert.equal(t.accept(record("g1"), NOW), "stored");
+    // Nothing read since: the reader may be the one cut off from the brokers.
+    assert.equal(t.state("shoal.replies.g1", NOW + 6_000), "unproven");
+    assert.equal(t.registered("shoal.replies.g1", NOW + 6_000), false);
+    t.sweep(NOW + 6_000);
+    assert.equal(t.state("shoal.replies.g1", NOW + 6_000), "unproven", "an unproven lapse is not swept");
+    // Another gateway's refresh, written after g1 lapsed, is read: had g1 refreshed, that would have been read too.
+    assert.equal(t.accept(record("g2", { updated: NOW + 5_500 }), NOW + 6_000), "stored");
+    assert.equal(t.state("shoal.replies.g1", NOW + 6_000), "lapsed");
+    assert.equal(t.state("shoal.replies.g2", NOW + 6_000), "live");
+    t.sweep(NOW + 6_000);
+    assert.equal(t.state("shoal.replies.g1", NOW + 6_000), "unknown", "a proven lapse is swept");
+    // A tombstone proves by its record timestamp; an end-offset check by observe().
+    assert.equal(t.state("shoal.replies.g2", NOW + 11_000), "unproven");
+    assert.equal(t.accept({ key: Buffer.from("g3"), value: null, timestamp: String(NOW + 11_000) }, NOW + 11_000), "removed");
+    assert.equal(t.state("shoal.replies.g2", NOW + 11_000), "lapsed");
+    assert.equal(t.accept(record("g4", { updated: NOW + 9_000 }), NOW + 9_000), "stored");
+    assert.equal(t.state("shoal.replies.g4", NOW + 15_000), "unproven");
+    t.observe(NOW + 15_000, NOW + 15_000);
+    assert.equal(t.state("shoal.replies.g4", NOW + 15_000), "lapsed");
+    // A record's time never counts past the moment it was read.
+    assert.equal(t.accept(record("g5", { updated: NOW + 20_000 }), NOW + 20_000), "stored");
+    t.observe(NOW + 86_400_000, NOW + 21_000);
+    assert.equal(t.state("shoal.replies.g5", NOW + 26_000), "unproven");
+    // Unproven for ten minutes: forgotten.
+    assert.equal(t.state("shoal.replies.g5", NOW + 25_000 + 600_000), "unknown");
+  });
+
   test("a registration must name its own gateway's reply topic; a future date or a huge interval still lapses", () => {
     const t = new RegistrationTable(8);
     assert.equal(t.accept(record("g1", { topic: "shoal.replies.victim" }), NOW), "malformed");

@@ -24,13 +24,27 @@ const MAX_INTERVAL_MS = 60_000;
  */
 export const MAX_WAITING_RESULTS = 16;
 
+/** How long a lapse that cannot be proven (see RegistrationState) keeps its entry. */
+const UNPROVEN_RETAIN_MS = 10 * 60_000;
+
 export type RegistrationRejection = "signature" | "malformed" | "capacity";
 export type RegistrationOutcome = "stored" | "removed" | "stale" | RegistrationRejection;
+
+/**
+ * A reply topic's standing: `live` (its registration has not lapsed); `lapsed`, proven (this
+ * reader has read records written after the registration lapsed: had it been refreshed, the
+ * refresh would have been read); `unproven` (the registration lapsed by the clock, but this
+ * reader has read nothing written since: it may be the reader that is cut off, not the gateway);
+ * `unknown` (never registered, withdrawn, or long lapsed).
+ */
+export type RegistrationState = "live" | "lapsed" | "unproven" | "unknown";
 
 /** The Kafka record, as much of it as the table reads. */
 export interface RegistrationRecord {
   readonly key: Buffer | null;
   readonly value: Buffer | null;
+  /** The record's timestamp (ms since the epoch, as a string, as kafkajs gives it). */
+  readonly timestamp?: string;
   readonly headers?: Record<string, Buffer | string | (Buffer | string)[] | undefined>;
 }
 
@@ -39,10 +53,17 @@ export interface RegistrationRecord {
  * cluster keys only signed registrations count; a registration must name its own gateway's reply
  * topic (`shoal.replies.<instance id>`, the record's key); it lapses three intervals after it was
  * written (at most after it arrived); past `maxGateways` a new instance is refused until one lapses.
+ *
+ * A lapse counts only once it is proven: the topic has one partition, read in order, so having read
+ * a record written at T means every refresh written before T has been read too. A worker cut off
+ * from the brokers (or one whose reader is rejoining its group) sees every registration lapse by
+ * the clock while the gateways are alive and refreshing; it must not drop their results.
  */
 export class RegistrationTable {
   /** Instance id → when its registration lapses (local clock). */
   private readonly expiries = new Map<string, number>();
+  /** Every record written up to this time (local clock) has been read. */
+  private readUpToMs = 0;
 
   constructor(
     private readonly maxGateways: number,
@@ -59,6 +80,7 @@ export class RegistrationTable {
     if (this.signer?.enabled && !this.signer.verify("gateway", statusSignedBytes(key, value), record.headers?.[SIGNATURE_HEADER])) return "signature";
     if (value === null) {
       this.expiries.delete(key);
+      if (record.timestamp !== undefined) this.observe(Number(record.timestamp), nowMs);
       return "removed";
     }
     let instanceId: string;
@@ -68,7 +90,9 @@ export class RegistrationTable {
       if (r.instanceId !== key || r.replyTopic !== replyTopic(key)) return "malformed";
       instanceId = r.instanceId;
       const interval = Math.min(r.intervalMs > 0 ? r.intervalMs : 5_000, MAX_INTERVAL_MS);
-      expiresAtMs = Math.min(Number(r.updatedUnixMs), nowMs) + 3 * interval + CLOCK_SLACK_MS;
+      const writtenAtMs = Math.min(Number(r.updatedUnixMs), nowMs);
+      this.observe(writtenAtMs, nowMs);
+      expiresAtMs = writtenAtMs + 3 * interval + CLOCK_SLACK_MS;
     } catch (err) {
       if (!(err instanceof RecordDecodeError)) throw err;
       return "malformed";
@@ -83,16 +107,28 @@ export class RegistrationTable {
     return "stored";
   }
 
+  /** Everything written up to `writtenAtMs` (a verified record's time, capped at now) has been read. */
+  observe(writtenAtMs: number, nowMs: number): void {
+    if (Number.isFinite(writtenAtMs)) this.readUpToMs = Math.max(this.readUpToMs, Math.min(writtenAtMs, nowMs));
+  }
+
+  /** Drops proven lapses, and unproven ones after UNPROVEN_RETAIN_MS. */
   sweep(nowMs: number): void {
-    for (const [id, at] of this.expiries) if (at <= nowMs) this.expiries.delete(id);
+    for (const [id, at] of this.expiries) if (at <= this.readUpToMs || at + UNPROVEN_RETAIN_MS <= nowMs) this.expiries.delete(id);
+  }
+
+  state(topic: string, nowMs: number): RegistrationState {
+    const prefix = replyTopic("");
+    if (!topic.startsWith(prefix)) return "unknown";
+    const at = this.expiries.get(topic.slice(prefix.length));
+    if (at === undefined || at + UNPROVEN_RETAIN_MS <= nowMs) return "unknown";
+    if (at > nowMs) return "live";
+    return at <= this.readUpToMs ? "lapsed" : "unproven";
   }
 
   /** Whether `topic` is the reply topic of a gateway whose registration is live at `nowMs`. */
   registered(topic: string, nowMs: number): boolean {
-    const prefix = replyTopic("");
-    if (!topic.startsWith(prefix)) return false;
-    const at = this.expiries.get(topic.slice(prefix.length));
-    return at !== undefined && at > nowMs;
+    return this.state(topic, nowMs) === "live";
   }
 }
 
@@ -104,7 +140,8 @@ export interface ReplyRegistry {
   /**
    * Whether a live gateway registered `topic`. A registration not seen yet is waited for up to the
    * grace (the gateway registers before it serves, but this reader and the job intake fetch apart),
-   * by at most MAX_WAITING_RESULTS results at once.
+   * by at most MAX_WAITING_RESULTS results at once. A lapse this reader cannot prove (it may be the
+   * one cut off) is checked against the topic's end offset; unproven, the result is allowed.
    */
   allows(topic: string): Promise<boolean>;
 }
@@ -118,7 +155,12 @@ export interface ReplyRegistryOptions {
   /** Longest wait in start() for the existing registrations (default 10 s). */
   readonly catchUpMs?: number;
   readonly onRejected?: (reason: RegistrationRejection) => void;
+  /** A result allowed to a reply topic whose registration lapsed by the clock while this reader could not prove it. */
+  readonly onUnproven?: () => void;
 }
+
+/** At most one end-offset check per this long (each is a connection and two requests to the brokers). */
+const PROBE_EVERY_MS = 1_000;
 
 export function createReplyRegistry(kafka: Kafka, logger: Logger, opts: ReplyRegistryOptions): ReplyRegistry {
   const log = logger.child({ component: "reply-registry" });
@@ -155,35 +197,71 @@ export function createReplyRegistry(kafka: Kafka, logger: Logger, opts: ReplyReg
 
   /**
    * The topic's last offset now (-1: empty), asked until `until`: a topic another service has just
-   * created may not have its leader yet. Unknown after that: -1 (results then wait out the grace).
+   * created may not have its leader yet. Unknown after that: undefined (results then wait out the grace).
    */
-  async function lastOffset(until: number): Promise<bigint> {
+  async function lastOffset(until: number): Promise<bigint | undefined> {
     for (;;) {
       try {
-        await admin.connect();
-        const [end] = await admin.fetchTopicOffsets(GATEWAYS_TOPIC);
-        return BigInt(end?.high ?? "0") - 1n;
+        return await lastOffsetOnce();
       } catch (err) {
         if (Date.now() >= until) {
           log.warn({ err }, "could not read where the gateway registrations end; results wait for theirs");
-          return -1n;
+          return undefined;
         }
         await new Promise((r) => setTimeout(r, 200));
-      } finally {
-        await admin.disconnect().catch(() => undefined);
       }
     }
   }
 
+  async function lastOffsetOnce(): Promise<bigint> {
+    try {
+      await admin.connect();
+      const [end] = await admin.fetchTopicOffsets(GATEWAYS_TOPIC);
+      return BigInt(end?.high ?? "0") - 1n;
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
+  }
+
+  /** The end-offset check in flight (it may outlive the wait for it); when the last one began. */
+  let probing: Promise<void> | undefined;
+  let probedAtMs = 0;
+  /**
+   * Asks where the topic ends; if this reader has read that far, everything written before the
+   * question has been read (and lapses before it are proven). Waits at most the grace; one check
+   * at a time, at most one per PROBE_EVERY_MS.
+   */
+  async function probe(): Promise<void> {
+    if (probing === undefined && Date.now() - probedAtMs >= PROBE_EVERY_MS) {
+      const askedAtMs = Date.now();
+      probedAtMs = askedAtMs;
+      probing = lastOffsetOnce()
+        .then((last) => {
+          if (readUpTo >= last) table.observe(askedAtMs, Date.now());
+        })
+        .catch(() => undefined)
+        .finally(() => {
+          probing = undefined;
+        });
+    }
+    if (probing === undefined) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([probing, new Promise<void>((r) => (timer = setTimeout(r, graceMs)))]);
+    clearTimeout(timer);
+  }
+
   return {
     async start() {
-      const until = Date.now() + (opts.catchUpMs ?? 10_000);
+      const askedAtMs = Date.now();
+      const until = askedAtMs + (opts.catchUpMs ?? 10_000);
       const last = await lastOffset(until);
       await consumer.start();
-      while (readUpTo < last && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
-      if (readUpTo < last) log.warn({ readUpTo: String(readUpTo), last: String(last) }, "gateway registrations not all read at start; results wait for theirs");
       sweeper = setInterval(() => table.sweep(Date.now()), 5_000);
       sweeper.unref();
+      if (last === undefined) return;
+      while (readUpTo < last && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+      if (readUpTo < last) log.warn({ readUpTo: String(readUpTo), last: String(last) }, "gateway registrations not all read at start; results wait for theirs");
+      else table.observe(askedAtMs, Date.now());
     },
     async stop() {
       clearInterval(sweeper);
@@ -191,6 +269,15 @@ export function createReplyRegistry(kafka: Kafka, logger: Logger, opts: ReplyReg
       await consumer.stop();
     },
     async allows(topic) {
+      const state = table.state(topic, Date.now());
+      if (state === "live") return true;
+      if (state === "unproven") {
+        await probe();
+        if (table.state(topic, Date.now()) === "unproven") {
+          opts.onUnproven?.();
+          return true;
+        }
+      }
       if (table.registered(topic, Date.now())) return true;
       if (waiters.size >= MAX_WAITING_RESULTS) return false;
       return new Promise<boolean>((resolve) => {

@@ -72,7 +72,7 @@ export type DroppedResultReason = "unregistered_reply_topic" | "missing_reply_to
 
 export interface ResultSinkOptions {
   readonly signer?: RecordSigner;
-  /** SHOAL_REPLY_REGISTRY=1: results go only to reply topics a live gateway registered. */
+  /** Results go only to reply topics a live gateway registered (on unless SHOAL_REPLY_REGISTRY=0). */
   readonly registry?: Pick<ReplyRegistry, "allows">;
   /** A result answered nowhere (the job is still acknowledged). */
   readonly onDropped?: (reason: DroppedResultReason) => void;

@@ -7,6 +7,7 @@ export interface WorkerMetrics {
   readonly recordsRejected: Counter;
   readonly resultsDropped: Counter<"reason">;
   readonly registrationsRejected: Counter<"reason">;
+  readonly unprovenLapses: Counter;
   readonly batches: Counter<"model" | "reason">;
   readonly batchItems: Histogram<"model">;
   readonly batchTokens: Histogram<"model">;
@@ -79,7 +80,7 @@ export function createWorkerMetrics(inFlight: () => number): WorkerMetrics {
     recordsRejected: new Counter({ name: "shoal_worker_records_rejected_total", help: "Undecodable job records skipped", registers }),
     resultsDropped: new Counter({
       name: "shoal_worker_results_dropped_total",
-      help: "Results answered nowhere, the job acknowledged (reason: missing_reply_topic, unregistered_reply_topic — no live gateway registered it, SHOAL_REPLY_REGISTRY=1)",
+      help: "Results answered nowhere, the job acknowledged (reason: missing_reply_topic, unregistered_reply_topic — no live gateway registered it; the registry is on unless SHOAL_REPLY_REGISTRY=0)",
       labelNames: ["reason"],
       registers,
     }),
@@ -87,6 +88,11 @@ export function createWorkerMetrics(inFlight: () => number): WorkerMetrics {
       name: "shoal_worker_gateway_registrations_rejected_total",
       help: "Gateway reply-topic registrations refused (reason: signature, malformed, capacity — past SHOAL_MAX_GATEWAYS)",
       labelNames: ["reason"],
+      registers,
+    }),
+    unprovenLapses: new Counter({
+      name: "shoal_worker_reply_registrations_unproven_total",
+      help: "Results sent to a reply topic whose registration lapsed by the clock while this worker had read nothing newer (it may be the one cut off)",
       registers,
     }),
     batches: new Counter({ name: "shoal_worker_batches_total", help: "Batches run, by close reason", labelNames: ["model", "reason"], registers }),
