@@ -19,7 +19,7 @@ import { GatewayRegistrationSchema, WorkerStatusSchema } from "@shoal/gen/shoal/
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { JobEnvelopeSchema, JobResultSchema, JobStatus } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { Kafka, logLevel, type Producer } from "kafkajs";
-import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
+import { kafkaBrokers, startCluster, type TestCluster, workerMetricsUrl } from "./harness/cluster.ts";
 import { clientsFor } from "./harness/clients.ts";
 import { scrape, total } from "./harness/prometheus.ts";
 
@@ -40,8 +40,7 @@ describe("cluster keys: job, result, cancel and worker status records are signed
   before(async () => {
     // The reply-topic registry on: the gateway's registration must be signed for Embed to be answered.
     cluster = await startCluster({ gatewayEnv: { SHOAL_CLUSTER_KEYS: key }, workerEnv: { SHOAL_CLUSTER_KEYS: key } });
-    const line = await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs");
-    workerMetrics = `http://127.0.0.1:${String(line["httpPort"])}/metrics`;
+    workerMetrics = await workerMetricsUrl(cluster.workers[0]!);
     producer = new Kafka({ clientId: "e2e-forger", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING }).producer();
     await producer.connect();
   });

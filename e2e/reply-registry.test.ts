@@ -7,7 +7,7 @@ import { GatewayRegistrationSchema } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { JobEnvelopeSchema } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { type Admin, Kafka, logLevel, type Producer } from "kafkajs";
-import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
+import { kafkaBrokers, startCluster, type TestCluster, workerMetricsUrl } from "./harness/cluster.ts";
 import { clientsFor } from "./harness/clients.ts";
 import { scrape, total } from "./harness/prometheus.ts";
 import { until } from "./harness/wait.ts";
@@ -32,8 +32,7 @@ describe("reply-topic registry: workers answer only reply topics a live gateway 
   before(async () => {
     // Few in-flight slots: a waiting result holds its job's slot, so a flood of forged jobs could hold them all.
     cluster = await startCluster({ workerEnv: { SHOAL_MAX_INFLIGHT_JOBS: "32" } });
-    const line = await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs");
-    workerMetrics = `http://127.0.0.1:${String(line["httpPort"])}/metrics`;
+    workerMetrics = await workerMetricsUrl(cluster.workers[0]!);
     const kafka = new Kafka({ clientId: "e2e-registry", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING });
     producer = kafka.producer();
     await producer.connect();

@@ -10,10 +10,10 @@ const HTTP_STATUS: Readonly<Record<EarlyCode, number>> = { unauthenticated: 401,
 /**
  * Answers a call with `code` in its own protocol without reading its body: gRPC and gRPC-Web get a
  * trailers-only response (`grpc-status`), Connect and plain HTTP the status and a Connect error
- * body. An HTTP/2 caller still uploading is told to stop once the answer has gone.
+ * body. An HTTP/2 caller still uploading must be told to stop (`stopUploadAfterResponse`, which
+ * the HTTP front arms for every stream).
  */
 export function refuseEarly(req: Req, res: Res, code: EarlyCode, message: string, headers: Readonly<Record<string, string>> = {}): void {
-  if ("stream" in req) stopUploadAfterResponse(req);
   const type = req.headers["content-type"] ?? "";
   if (/^application\/grpc/i.test(type)) {
     writeHead(res, 200, {
@@ -39,12 +39,10 @@ const UNREAD_UPLOAD_GRACE_MS = 1_000;
  * stream never closes — the caller hangs although its answer was sent. Once the response has gone,
  * tell the client to stop sending (RST_STREAM NO_ERROR, which RFC 9113 §8.1 provides for): right
  * after the trailers for gRPC, after a short grace otherwise (so the reset cannot overtake the
- * last DATA frame). Idempotent per stream.
+ * last DATA frame). Once per stream.
  */
 export function stopUploadAfterResponse(req: http2.Http2ServerRequest): void {
   const stream = req.stream;
-  if (watched.has(stream)) return;
-  watched.add(stream);
   const reset = (): void => {
     if (!req.readableEnded && !stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
   };
@@ -55,5 +53,3 @@ export function stopUploadAfterResponse(req: http2.Http2ServerRequest): void {
     stream.once("wantTrailers", () => setImmediate(reset));
   });
 }
-
-const watched = new WeakSet<http2.ServerHttp2Stream>();

@@ -1,4 +1,4 @@
-import { refuseEarly } from "./early-refusal.ts";
+import { refuseEarly, stopUploadAfterResponse } from "./early-refusal.ts";
 import type { Handler } from "./http-types.ts";
 
 /** How many HTTP/2 streams one connection's client may reset (cancel) before its new streams are refused. */
@@ -49,6 +49,8 @@ export function guardStreamResets(handler: Handler, limits: StreamResetLimits, n
       return;
     }
     if (allowanceOf(session).level < 1) {
+      // In front of the HTTP front, which would otherwise stop the unread upload.
+      stopUploadAfterResponse(req);
       refuseEarly(req, res, "resource_exhausted", REFUSED_MESSAGE);
       return;
     }

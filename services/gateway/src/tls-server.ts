@@ -4,7 +4,7 @@ import type { TLSSocket } from "node:tls";
 import { closeGracefully, listenOn } from "@shoal/common";
 import type { DualServer } from "./dual-server.ts";
 
-import type { Handler } from "./http-types.ts";
+import type { Handler, Res } from "./http-types.ts";
 import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./connection-limits.ts";
 import { closeWhenIdle } from "./idle-sessions.ts";
 import { guardStreamResets } from "./stream-reset-guard.ts";
@@ -23,7 +23,7 @@ export interface TlsMaterial {
 export function createTlsServer(handler: Handler, tls: TlsMaterial, limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS): DualServer {
   // HTTP/1.1 answers in progress per socket: close() cuts idle keep-alive connections at once, and
   // the idle timeout never cuts one whose answer the gateway is still computing.
-  const busy = new Map<TLSSocket, Set<Parameters<Handler>[1]>>();
+  const busy = new Map<TLSSocket, Set<Res>>();
   const guarded = guardStreamResets(handler, limits);
   const track: Handler = (req, res) => {
     if (req.httpVersionMajor === 1) {

@@ -168,7 +168,7 @@ export function createReplyRegistry(kafka: Kafka, logger: Logger, opts: ReplyReg
   const graceMs = opts.graceMs ?? 1_000;
   /** Results waiting for a registration, woken by each stored one. */
   const waiters = new Set<() => void>();
-  let readUpTo = -1n;
+  let lastReadOffset = -1n;
   let sweeper: NodeJS.Timeout | undefined;
   let lastWarnMs = 0;
   const admin = kafka.admin();
@@ -182,7 +182,7 @@ export function createReplyRegistry(kafka: Kafka, logger: Logger, opts: ReplyReg
       // In slices that yield between them: a flood of registrations must not stall the worker.
       eachBatch: eachRecordInSlices((message) => {
         const now = Date.now();
-        readUpTo = BigInt(message.offset);
+        lastReadOffset = BigInt(message.offset);
         const outcome = table.accept(message, now);
         if (outcome === "stored") for (const wake of waiters) wake();
         if (outcome !== "signature" && outcome !== "malformed" && outcome !== "capacity") return;
@@ -237,7 +237,7 @@ export function createReplyRegistry(kafka: Kafka, logger: Logger, opts: ReplyReg
       probedAtMs = askedAtMs;
       probing = lastOffsetOnce()
         .then((last) => {
-          if (readUpTo >= last) table.observe(askedAtMs, Date.now());
+          if (lastReadOffset >= last) table.observe(askedAtMs, Date.now());
         })
         .catch(() => undefined)
         .finally(() => {
@@ -259,8 +259,9 @@ export function createReplyRegistry(kafka: Kafka, logger: Logger, opts: ReplyReg
       sweeper = setInterval(() => table.sweep(Date.now()), 5_000);
       sweeper.unref();
       if (last === undefined) return;
-      while (readUpTo < last && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
-      if (readUpTo < last) log.warn({ readUpTo: String(readUpTo), last: String(last) }, "gateway registrations not all read at start; results wait for theirs");
+      while (lastReadOffset < last && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+      if (lastReadOffset < last)
+        log.warn({ lastReadOffset: String(lastReadOffset), last: String(last) }, "gateway registrations not all read at start; results wait for theirs");
       else table.observe(askedAtMs, Date.now());
     },
     async stop() {
@@ -273,12 +274,10 @@ export function createReplyRegistry(kafka: Kafka, logger: Logger, opts: ReplyReg
       if (state === "live") return true;
       if (state === "unproven") {
         await probe();
-        if (table.state(topic, Date.now()) === "unproven") {
-          opts.onUnproven?.();
-          return true;
-        }
+        const after = table.state(topic, Date.now());
+        if (after === "unproven") opts.onUnproven?.();
+        if (after === "unproven" || after === "live") return true;
       }
-      if (table.registered(topic, Date.now())) return true;
       if (waiters.size >= MAX_WAITING_RESULTS) return false;
       return new Promise<boolean>((resolve) => {
         const check = (): void => {
