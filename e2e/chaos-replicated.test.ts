@@ -231,6 +231,9 @@ describe("chaos on a replicated Kafka (3 brokers, RF 3, min ISR 2): a broker fai
         `reply topic: ${onTopic.results} results for ${onTopic.jobs} jobs (${onTopic.computedTwice} computed twice), ${onTopic.dropped} dropped, ${onTopic.unaccounted} unaccounted (delivered twice)`,
     );
 
+    // A lost or doubled answer is read from the services' side: print what they warned of.
+    if (answered !== sent || onTopic.unaccounted > 0) for (const p of [...cluster.gateways, ...cluster.workers]) process.stderr.write(`${p.warnings(60)}\n`);
+
     assert.ok(movedOff, "every jobs partition got a live leader after the kill");
     assert.ok(backInSync, "the restarted broker caught up: 3 in-sync replicas on every jobs partition");
     assert.equal(failed.length, 0, `every request answered (failed: ${JSON.stringify(failed.slice(0, 5).map((o) => o.error))})`);

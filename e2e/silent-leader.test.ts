@@ -101,6 +101,8 @@ describe("a silent partition leader (network partition, 3 brokers)", { skip: pro
       `silent leader (${name}: request timeout ${settings.requestTimeoutMs} ms, stuck after ${settings.stuckAfterMs ?? "-"} ms): cut broker ${victimId} (led ${leaders.filter((l) => l === victimId).length}/6); ` +
         `longest gap without an ack ${(gapMs / 1000).toFixed(1)} s; ${lateInCut} records acknowledged in the last 10 s of the cut; ${acked.length} acknowledged, ${failed} given up`,
     );
+    // A shortfall is read from the brokers' side (a follower fallen behind answers NOT_ENOUGH_REPLICAS).
+    if (lateInCut < 50) process.stderr.write(`${await kafkaCluster.warnings()}\n`);
     return { lateInCut, firstAfterCut, gapMs };
   }
 

@@ -8,7 +8,7 @@
  */
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KAFKA_SH, mustRun, REPO_ROOT } from "../../infra/dev/shell.ts";
@@ -22,6 +22,11 @@ export interface NetnsKafka {
   readonly brokers: string;
   /** Node id (broker id in metadata) of each host, in order: 1, 2, 3. */
   readonly ids: readonly number[];
+  /**
+   * The last `n` WARN and ERROR lines of each node's server.log (with the node id), for a test to
+   * print when it fails: why a follower fell behind, what a controller fenced and when.
+   */
+  warnings(n?: number): Promise<string>;
   /** Kills every node and removes the data. Never throws. */
   stop(): Promise<void>;
 }
@@ -111,5 +116,14 @@ export async function startNetnsKafka(hosts: readonly Host[], heap = "384m"): Pr
     await killAll();
     throw err;
   }
-  return { brokers: hosts.map((h) => `${h.ip}:${KAFKA_CLIENT_PORT}`).join(","), ids, stop: killAll };
+  async function warnings(n = 40): Promise<string> {
+    const out: string[] = [];
+    for (const i of ids) {
+      const text = await readFile(join(root, `node-${i}`, "server.log"), "utf8").catch((err: unknown) => `(no server.log: ${String(err)})`);
+      const lines = text.split("\n").filter((l) => / (WARN|ERROR) /.test(l));
+      out.push(`--- kafka node ${i}: last ${Math.min(n, lines.length)} of ${lines.length} WARN/ERROR lines`, ...lines.slice(-n));
+    }
+    return out.join("\n");
+  }
+  return { brokers: hosts.map((h) => `${h.ip}:${KAFKA_CLIENT_PORT}`).join(","), ids, warnings, stop: killAll };
 }

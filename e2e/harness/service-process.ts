@@ -98,12 +98,20 @@ export class ServiceProcess {
       .join("\n");
   }
 
-  /** Sends a signal and waits for the exit code (bounded). */
+  /** The last `n` warn, error, fatal and stderr lines, one JSON line each, for a test to print when it fails. */
+  warnings(n = 40): string {
+    const lines = this.logs.filter((l) => ["warn", "error", "fatal", "stderr"].includes(String(l.level)));
+    return [`--- ${this.name}: last ${Math.min(n, lines.length)} of ${lines.length} warn/error lines`, ...lines.slice(-n).map((l) => JSON.stringify(l))].join(
+      "\n",
+    );
+  }
+
   /** Sends a signal without waiting for an exit (SIGSTOP / SIGCONT to hang and resume a process). */
   signal(signal: NodeJS.Signals): void {
     this.child.kill(signal);
   }
 
+  /** Sends a signal and waits for the exit code (bounded). */
   async stop(signal: NodeJS.Signals = "SIGTERM", timeoutMs = 30_000): Promise<number | null> {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return this.child.exitCode;
     this.child.kill(signal);
