@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import net from "node:net";
 import tls from "node:tls";
 import { Kafka, logLevel, type ISocketFactory, type KafkaConfig, type LogEntry, type SASLOptions } from "kafkajs";
+import { stopKafkajsIdleLoop } from "./kafkajs-idle-loop.ts";
 import type { Logger } from "./logger.ts";
 
 /** TLS to the brokers: PEM contents, read from the `KAFKA_SSL_*_FILE`s at start. */
@@ -128,6 +129,7 @@ const noDelaySocketFactory: ISocketFactory = ({ host, port, ssl, onConnect }) =>
  * restart does not read like a crash.
  */
 export function createKafka(settings: KafkaSettings, logger: Logger): Kafka {
+  stopKafkajsIdleLoop();
   const log = logger.child({ component: "kafkajs" });
   for (const warning of kafkaExposure(settings)) logger.warn({ brokers: settings.brokers }, warning);
   const config: KafkaConfig = {
