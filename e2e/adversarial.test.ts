@@ -253,12 +253,20 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
       Object.values(flood.codes).reduce((a, b) => a + b, 0),
       300,
     );
+    // Node's HTTP/2 layer (nghttp2) has rapid-reset guards of its own, in front of the gateway's:
+    // once in CI (1 run of many, 2026-12-05) one wave of 10 streams was closed with
+    // ENHANCE_YOUR_CALM before the client's abort, which Connect reads as Internal. That is the
+    // HTTP/2 layer refusing the flood, not the gateway failing; it is bounded to a few waves here.
+    const NGHTTP2_CALM = "Internal: Stream closed with error code NGHTTP2_ENHANCE_YOUR_CALM";
+    const calmed = flood.odd.includes(NGHTTP2_CALM) ? (flood.codes["Internal"] ?? 0) : 0;
+    if (calmed > 0) console.error(`adversarial: cancel flood: ${calmed} streams closed by the HTTP/2 layer with ENHANCE_YOUR_CALM`);
+    assert.ok(calmed <= 30, `at most 3 waves closed by the HTTP/2 layer's own guard (${calmed})`);
     assert.ok(
-      Object.keys(flood.codes).every((c) => c === "Canceled" || c === "ResourceExhausted"),
+      Object.keys(flood.codes).every((c) => c === "Canceled" || c === "ResourceExhausted" || (c === "Internal" && calmed > 0)),
       `aborted calls ended with ${JSON.stringify(flood.codes)}: ${flood.odd.join(" | ")}`,
     );
     assert.ok(
-      flood.odd.every((m) => m === `ResourceExhausted: ${REFUSED_MESSAGE}`),
+      flood.odd.every((m) => m === `ResourceExhausted: ${REFUSED_MESSAGE}` || m === NGHTTP2_CALM),
       flood.odd.join(" | "),
     );
     // Every job a departed caller left behind either never went out (not sent, or withdrawn from
