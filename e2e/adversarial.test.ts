@@ -253,10 +253,12 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
       Object.values(flood.codes).reduce((a, b) => a + b, 0),
       300,
     );
-    // Node's HTTP/2 layer (nghttp2) has rapid-reset guards of its own, in front of the gateway's:
-    // once in CI (1 run of many, 2026-12-05) one wave of 10 streams was closed with
-    // ENHANCE_YOUR_CALM before the client's abort, which Connect reads as Internal. That is the
-    // HTTP/2 layer refusing the flood, not the gateway failing; it is bounded to a few waves here.
+    // Node's HTTP/2 server refuses a new stream itself, with RST_STREAM(ENHANCE_YOUR_CALM), when
+    // its session cannot add one (src/node_http2.cc, OnBeginHeadersCallback: the concurrent-stream
+    // or session-memory limit), and streams the client reset still count until they are torn
+    // down. Once in CI (1 run of many, 2026-12-05, a slow machine) that refused one wave of 10
+    // before the client's abort; Connect reads it as Internal. It is the HTTP/2 layer bounding the
+    // flood, not the gateway failing, and it is bounded to a few waves here.
     const NGHTTP2_CALM = "Internal: Stream closed with error code NGHTTP2_ENHANCE_YOUR_CALM";
     const calmed = flood.odd.includes(NGHTTP2_CALM) ? (flood.codes["Internal"] ?? 0) : 0;
     if (calmed > 0) console.error(`adversarial: cancel flood: ${calmed} streams closed by the HTTP/2 layer with ENHANCE_YOUR_CALM`);
