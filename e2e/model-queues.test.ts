@@ -77,21 +77,32 @@ describe("per-model jobs topics: a shared queue per model", () => {
       lone.push(Math.round(performance.now() - t));
     }
     console.log(`lone calls (ms): ${lone.join(", ")}`);
-    const t0 = performance.now();
-    const outcomes = await Promise.all(Array.from({ length: 90 }, (_, i) => embed(cluster, MODELS[i % 3]!, text(i))));
-    assert.deepEqual(
-      outcomes.filter((o) => o.code !== "OK").map((o) => o.code),
-      [],
-    );
-    for (const [i, o] of outcomes.entries()) assert.ok(maxAbsDiff(o.values, reference.get(i % 7)!) < 1e-5, `answer ${i} is its text's vector`);
-    console.log(`burst of 90 answered in ${Math.round(performance.now() - t0)} ms`);
-    const workersOf = new Map(MODELS.map((m) => [m, new Set(outcomes.filter((o) => o.model === m).map((o) => o.worker))]));
-    console.log(`workers per model: ${JSON.stringify(Object.fromEntries([...workersOf].map(([m, w]) => [m, w.size])))}`);
     // Shared queues, not a static model → worker map: every worker answered, and some model's jobs
     // went to more than one worker. Not every model's: a worker that holds a model takes that
     // model's waiting jobs for its batch, and one model per worker is a fine outcome of a burst of
-    // three models on three workers (1 of 5 runs had one model on a single worker).
-    assert.equal(new Set(outcomes.map((o) => o.worker)).size, 3, "every worker answered part of the burst");
+    // three models on three workers (1 of 5 runs had one model on a single worker; once in CI,
+    // 2026-12-05, all three). So up to three bursts, until some model has been answered by two
+    // workers: under a static map (routed, or a consumer group's partitions) that never happens.
+    const workersOf = new Map(MODELS.map((m) => [m, new Set<string>()]));
+    const answeredBy = new Set<string>();
+    for (let burst = 1; burst <= 3; burst++) {
+      const t0 = performance.now();
+      const outcomes = await Promise.all(Array.from({ length: 90 }, (_, i) => embed(cluster, MODELS[i % 3]!, text(i))));
+      assert.deepEqual(
+        outcomes.filter((o) => o.code !== "OK").map((o) => o.code),
+        [],
+      );
+      for (const [i, o] of outcomes.entries()) assert.ok(maxAbsDiff(o.values, reference.get(i % 7)!) < 1e-5, `answer ${i} is its text's vector`);
+      for (const o of outcomes) {
+        workersOf.get(o.model)!.add(o.worker);
+        answeredBy.add(o.worker);
+      }
+      console.log(
+        `burst ${burst} of 90 answered in ${Math.round(performance.now() - t0)} ms; workers per model so far: ${JSON.stringify(Object.fromEntries([...workersOf].map(([m, w]) => [m, w.size])))}`,
+      );
+      if (answeredBy.size === 3 && [...workersOf.values()].some((w) => w.size >= 2)) break;
+    }
+    assert.equal(answeredBy.size, 3, "every worker answered part of the bursts");
     assert.ok(
       [...workersOf.values()].some((w) => w.size >= 2),
       "some model's jobs went to more than one worker: the queues are shared, not routed",
