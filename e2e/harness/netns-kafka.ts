@@ -27,6 +27,11 @@ export interface NetnsKafka {
    * print when it fails: why a follower fell behind, what a controller fenced and when.
    */
   warnings(n?: number): Promise<string>;
+  /**
+   * The node that last logged its activation as the KRaft controller (the active controller), or
+   * undefined when no log says so yet.
+   */
+  activeController(): Promise<number | undefined>;
   /** Kills every node and removes the data. Never throws. */
   stop(): Promise<void>;
 }
@@ -125,5 +130,18 @@ export async function startNetnsKafka(hosts: readonly Host[], heap = "384m"): Pr
     }
     return out.join("\n");
   }
-  return { brokers: hosts.map((h) => `${h.ip}:${KAFKA_CLIENT_PORT}`).join(","), ids, warnings, stop: killAll };
+  async function activeController(): Promise<number | undefined> {
+    let latest: { at: string; id: number } | undefined;
+    for (const i of ids) {
+      const text = await readFile(join(root, `node-${i}`, "server.log"), "utf8").catch(() => "");
+      for (const line of text.split("\n")) {
+        if (!line.includes("Performing controller activation")) continue;
+        // "[2026-12-05 05:37:31,933] WARN [QuorumController id=1] Performing controller activation..."
+        const at = line.slice(1, line.indexOf("]"));
+        if (latest === undefined || at > latest.at) latest = { at, id: i };
+      }
+    }
+    return latest?.id;
+  }
+  return { brokers: hosts.map((h) => `${h.ip}:${KAFKA_CLIENT_PORT}`).join(","), ids, warnings, activeController, stop: killAll };
 }
