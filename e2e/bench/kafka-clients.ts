@@ -52,6 +52,20 @@ function arrivals(): { seen(key: string): void; waitFor(i: number): Promise<void
   };
 }
 
+/** The two legs over a client's `send` (one record, awaited) and its consumer's arrivals. */
+function clientOf(name: string, send: (key: string) => Promise<unknown>, a: ReturnType<typeof arrivals>, close: () => Promise<void>): Client {
+  return {
+    name,
+    produce: async (i) => void (await send(`p-${i}`)),
+    async roundTrip(i) {
+      const seen = a.waitFor(i);
+      await send(`rt-${i}`);
+      await seen;
+    },
+    close,
+  };
+}
+
 async function kafkajsClient(brokers: string, topic: string, round: number): Promise<Client> {
   const kafka = new Kafka({ clientId: `kafkajs-${round}`, brokers: [brokers], logLevel: logLevel.NOTHING });
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
@@ -66,19 +80,10 @@ async function kafkajsClient(brokers: string, topic: string, round: number): Pro
   await consumer.run({ autoCommit: false, eachMessage: async ({ message }) => a.seen(message.key?.toString() ?? "") });
   await join;
   const send = (key: string): Promise<unknown> => producer.send({ topic, acks: -1, messages: [{ key, value: VALUE }] });
-  return {
-    name: "kafkajs 2.2.4",
-    produce: async (i) => void (await send(`p-${i}`)),
-    async roundTrip(i) {
-      const seen = a.waitFor(i);
-      await send(`rt-${i}`);
-      await seen;
-    },
-    async close() {
-      await consumer.disconnect();
-      await producer.disconnect();
-    },
-  };
+  return clientOf("kafkajs 2.2.4", send, a, async () => {
+    await consumer.disconnect();
+    await producer.disconnect();
+  });
 }
 
 async function platformaticClient(brokers: string, topic: string, round: number): Promise<Client> {
@@ -96,20 +101,11 @@ async function platformaticClient(brokers: string, topic: string, round: number)
   const a = arrivals();
   stream.on("data", (m: { key?: Buffer }) => a.seen(m.key?.toString() ?? ""));
   const send = (key: string): Promise<unknown> => producer.send({ messages: [{ topic, key: Buffer.from(key), value: VALUE }] });
-  return {
-    name: "@platformatic/kafka 2.12.1",
-    produce: async (i) => void (await send(`p-${i}`)),
-    async roundTrip(i) {
-      const seen = a.waitFor(i);
-      await send(`rt-${i}`);
-      await seen;
-    },
-    async close() {
-      await stream.close();
-      await consumer.close();
-      await producer.close();
-    },
-  };
+  return clientOf("@platformatic/kafka 2.12.1", send, a, async () => {
+    await stream.close();
+    await consumer.close();
+    await producer.close();
+  });
 }
 
 interface Figures {
