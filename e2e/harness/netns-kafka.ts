@@ -121,10 +121,11 @@ export async function startNetnsKafka(hosts: readonly Host[], heap = "384m"): Pr
     await killAll();
     throw err;
   }
+  const serverLog = (i: number): Promise<string> => readFile(join(root, `node-${i}`, "server.log"), "utf8");
   async function warnings(n = 40): Promise<string> {
     const out: string[] = [];
     for (const i of ids) {
-      const text = await readFile(join(root, `node-${i}`, "server.log"), "utf8").catch((err: unknown) => `(no server.log: ${String(err)})`);
+      const text = await serverLog(i).catch((err: unknown) => `(no server.log: ${String(err)})`);
       const lines = text.split("\n").filter((l) => / (WARN|ERROR) /.test(l));
       out.push(`--- kafka node ${i}: last ${Math.min(n, lines.length)} of ${lines.length} WARN/ERROR lines`, ...lines.slice(-n));
     }
@@ -133,7 +134,7 @@ export async function startNetnsKafka(hosts: readonly Host[], heap = "384m"): Pr
   async function activeController(): Promise<number | undefined> {
     let latest: { at: string; id: number } | undefined;
     for (const i of ids) {
-      const text = await readFile(join(root, `node-${i}`, "server.log"), "utf8").catch(() => "");
+      const text = await serverLog(i).catch(() => "");
       for (const line of text.split("\n")) {
         if (!line.includes("Performing controller activation")) continue;
         // "[2026-12-05 05:37:31,933] WARN [QuorumController id=1] Performing controller activation..."
