@@ -27,7 +27,7 @@ import { createNetLab, netnsProblem, type Host, type NetLab } from "./harness/ne
 import { KAFKA_CLIENT_PORT, startNetnsKafka } from "./harness/netns-kafka.ts";
 import { startGatewayOn, startWorkerOn, type HostedService, type ServiceSettings } from "./harness/netns-services.ts";
 import { scrape, total } from "./harness/prometheus.ts";
-import { repliesSince, replySnapshot, type ReplySnapshot } from "./harness/reply-topic.ts";
+import { gatewayResultCounters, repliesSince, replySnapshot, type ReplySnapshot } from "./harness/reply-topic.ts";
 import { eventually } from "./harness/wait.ts";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -129,7 +129,7 @@ describe("multi-host: Kafka, gateways and workers on separate network-namespace 
     // A warm-up call through each gateway (model load, first produce), outside the figures.
     for (const c of clients) assert.equal((await c.embed(model, ["warm-up"], { timeoutMs: CALL_TIMEOUT_MS })).vectors.length, 1);
 
-    const droppedOf = (g: HostedService) => async () => total(await scrape(`${g.url}/metrics`), "shoal_gateway_results_dropped_total");
+    const droppedOf = (g: HostedService) => gatewayResultCounters(`${g.url}/metrics`);
     const replies0: ReplySnapshot[] = await Promise.all(gateways.map((g) => replySnapshot(kafka.brokers, g.replyTopic, droppedOf(g))));
     const workerJobs = async (w: HostedService): Promise<number> => total(await scrape(`${w.url}/metrics`), "shoal_worker_jobs_total");
 

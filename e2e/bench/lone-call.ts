@@ -144,7 +144,9 @@ function percentile(xs: readonly number[], p: number): number {
 async function armCluster(arm: string): Promise<TestCluster> {
   const dir = await ensureModel("tiny");
   const idleWait = process.env["SHOAL_SHARE_IDLE_WAIT_MS"];
-  const workerEnv = { LOG_LEVEL: "debug", ...(idleWait ? { SHOAL_SHARE_IDLE_WAIT_MS: idleWait } : {}) };
+  // The hops read here are Kafka's: results go through the reply topic (no direct replies), so the
+  // result Produce and the reply Fetch are in the broker's request log.
+  const workerEnv = { LOG_LEVEL: "debug", SHOAL_DIRECT_REPLY: "0", ...(idleWait ? { SHOAL_SHARE_IDLE_WAIT_MS: idleWait } : {}) };
   if (arm === "share-model")
     return startCluster({ presets: [], entries: MODELS.map((id) => ({ dir, fields: { id } })), intake: "share", jobTopics: "per-model", workerEnv });
   if (arm === "share" || arm === "group") return startCluster({ presets: [], entries: MODELS.map((id) => ({ dir, fields: { id } })), intake: arm, workerEnv });

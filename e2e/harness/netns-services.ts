@@ -41,6 +41,8 @@ export async function startGatewayOn(host: Host, s: ServiceSettings, env: Record
     SHOAL_HOST: host.ip,
     SHOAL_PORT: String(GATEWAY_PORT),
     SHOAL_INSECURE_PUBLIC: "1",
+    // Workers on the other hosts hand results to this gateway over the hosts' network.
+    SHOAL_DIRECT_REPLY_HOST: host.ip,
     SHOAL_INSTANCE_ID: `${s.pool}-${host.label}`,
     ...env,
   });

@@ -6,6 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { decodeResult } from "@shoal/common";
 import { Kafka, logLevel } from "kafkajs";
+import { scrape, total } from "./prometheus.ts";
 
 export interface ReplyTally {
   /** Result records on the topic. */
@@ -57,19 +58,30 @@ export async function tallyReplyTopic(brokers: string, topic: string, timeoutMs 
   return { records, jobs: perJob.size, duplicates: records - perJob.size };
 }
 
-/** A reply topic's tally with the gateway's dropped-results counter, at one moment. */
+/** A reply topic's tally with the gateway's result counters, at one moment. */
 export interface ReplySnapshot {
   readonly replies: ReplyTally;
+  /** shoal_gateway_results_dropped_total: results no call waited for (either path). */
   readonly dropped: number;
+  /** shoal_gateway_direct_results_total: results workers handed straight to the gateway. */
+  readonly direct: number;
 }
 
-/** Tallies `topic` and reads the gateway's `shoal_gateway_results_dropped_total` from `metrics()`. */
-export async function replySnapshot(brokers: string, topic: string, dropped: () => Promise<number>): Promise<ReplySnapshot> {
-  return { replies: await tallyReplyTopic(brokers, topic), dropped: await dropped() };
+/** The gateway's dropped and direct result counters, from its /metrics at `metricsUrl`. */
+export function gatewayResultCounters(metricsUrl: string): () => Promise<{ dropped: number; direct: number }> {
+  return async () => {
+    const m = await scrape(metricsUrl);
+    return { dropped: total(m, "shoal_gateway_results_dropped_total"), direct: total(m, "shoal_gateway_direct_results_total") };
+  };
+}
+
+/** Tallies `topic` and reads the gateway's counters from `counters()`. */
+export async function replySnapshot(brokers: string, topic: string, counters: () => Promise<{ dropped: number; direct: number }>): Promise<ReplySnapshot> {
+  return { replies: await tallyReplyTopic(brokers, topic), ...(await counters()) };
 }
 
 /**
- * Since `before`: each result on the reply topic must be either the one answer to one of
+ * Since `before`: each result (on the reply topic, or handed straight to the gateway) must be either the one answer to one of
  * `answered` calls or dropped by the gateway (the gateway may drop more: results it read twice
  * after a broker failover, answers to attempts the client gave up on). Waits (up to 10 s) for late
  * results to be read, then returns the deltas; `unaccounted` — results neither answering a call
@@ -79,18 +91,20 @@ export async function repliesSince(
   before: ReplySnapshot,
   answered: number,
   now: () => Promise<ReplySnapshot>,
-): Promise<{ results: number; jobs: number; computedTwice: number; dropped: number; unaccounted: number }> {
+): Promise<{ results: number; direct: number; jobs: number; computedTwice: number; dropped: number; unaccounted: number }> {
   let after = await now();
-  const settled = (): boolean => after.replies.records - before.replies.records <= answered + after.dropped - before.dropped;
+  const resultsSince = (): number => after.replies.records - before.replies.records + after.direct - before.direct;
+  const settled = (): boolean => resultsSince() <= answered + after.dropped - before.dropped;
   const until = performance.now() + 10_000;
   while (!settled() && performance.now() < until) {
     await new Promise((r) => setTimeout(r, 200));
     after = await now();
   }
-  const results = after.replies.records - before.replies.records;
+  const results = resultsSince();
   const dropped = after.dropped - before.dropped;
   return {
     results,
+    direct: after.direct - before.direct,
     jobs: after.replies.jobs - before.replies.jobs,
     computedTwice: after.replies.duplicates - before.replies.duplicates,
     dropped,

@@ -41,6 +41,7 @@ import { createInferenceService } from "./inference-service.ts";
 import { createJobProducer } from "./job-producer.ts";
 import { createModelService } from "./model-service.ts";
 import { PendingJobs } from "./pending-jobs.ts";
+import { createDirectReplyServer } from "./direct-replies.ts";
 import { createReplyConsumer } from "./reply-consumer.ts";
 import { createReplyRegistration } from "./reply-registration.ts";
 import { createConsoleStatic } from "./console-static.ts";
@@ -107,12 +108,30 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     signer,
     onForged: () => metrics.recordsRejected.inc({ reason: "signature" }),
   });
-  // This replica's reply topic, registered on shoal.gateways for workers that enforce the registry.
+  // Results straight from workers, the reply topic their fallback (issue #17; SHOAL_DIRECT_REPLY=0: off).
+  const directReplies =
+    config.directReply === undefined
+      ? undefined
+      : createDirectReplyServer(logger, {
+          instanceId: config.instanceId,
+          replyTopic: ownReplyTopic,
+          ...config.directReply,
+          onResult: (result) => pending.settle(result),
+          signer,
+          onReceived: (outcome) => {
+            metrics.directResults.inc();
+            if (outcome === "unknown") metrics.resultsDropped.inc();
+          },
+          onRefused: (reason) => metrics.recordsRejected.inc({ reason: `direct_${reason}` }),
+        });
+  let directReplyAddress: string | undefined;
+  // This replica's reply topic (and direct-reply address), registered on shoal.gateways for workers.
   const registration = createReplyRegistration(kafka, logger, {
     instanceId: config.instanceId,
     replyTopic: ownReplyTopic,
     intervalMs: config.registrationIntervalMs,
     signer,
+    directReplyAddress: () => directReplyAddress,
   });
   // Which workers are alive and what they hold, from the status topic they publish to.
   // Bounded and expiring; with cluster keys, only signed status records count.
@@ -195,6 +214,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     ]);
     await producer.start();
     await replies.start();
+    directReplyAddress = await directReplies?.start();
     await registration.start();
     await cluster.start();
     dispatch?.start();
@@ -365,6 +385,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       ["close the server", () => server?.close()],
       ["withdraw the reply topic registration", () => registration.stop()],
       ["stop the reply consumer", () => replies.stop()],
+      ["stop taking direct results", () => directReplies?.stop()],
       ["stop routed dispatch", () => dispatch?.stop()],
       ["stop the cluster-state consumer", () => cluster.stop()],
       ["stop the job producer", () => producer.stop()],

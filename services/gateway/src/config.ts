@@ -19,6 +19,12 @@ export interface GatewayConfig {
   readonly maxWorkers: number;
   /** SHOAL_REGISTRATION_INTERVAL_MS: how often the reply topic is registered on shoal.gateways. */
   readonly registrationIntervalMs: number;
+  /**
+   * SHOAL_DIRECT_REPLY (default on), _HOST (127.0.0.1), _PORT (0: any free port), _ADVERTISE
+   * (host:port workers are told): the listener that takes results straight from workers
+   * (direct-replies.ts); undefined: off, results come through the reply topic only.
+   */
+  readonly directReply: { readonly host: string; readonly port: number; readonly advertise: string | undefined } | undefined;
   readonly kafka: KafkaSettings;
   /** Deadline given to calls that carry none. */
   readonly defaultTimeoutMs: number;
@@ -107,6 +113,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     clusterKeys: readClusterKeys(r),
     maxWorkers: r.int("SHOAL_MAX_WORKERS", 1_024, { min: 1 }),
     registrationIntervalMs: r.int("SHOAL_REGISTRATION_INTERVAL_MS", 5_000, { min: 100, max: 60_000 }),
+    directReply: readDirectReply(r),
     kafka: readKafkaSettings(r, `shoal-gateway-${instanceId}`),
     defaultTimeoutMs,
     maxTimeoutMs,
@@ -133,6 +140,17 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     dispatch: readDispatchConfig(r),
     tei: { embedModel: r.optionalString("SHOAL_TEI_EMBED_MODEL"), rerankModel: r.optionalString("SHOAL_TEI_RERANK_MODEL") },
   });
+}
+
+function readDirectReply(r: EnvReader): GatewayConfig["directReply"] {
+  const on = r.bool("SHOAL_DIRECT_REPLY", true);
+  const host = r.string("SHOAL_DIRECT_REPLY_HOST", "127.0.0.1");
+  const port = r.int("SHOAL_DIRECT_REPLY_PORT", 0, { min: 0, max: 65535 });
+  const advertise = r.optionalString("SHOAL_DIRECT_REPLY_ADVERTISE");
+  if (advertise !== undefined && !/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(advertise)) {
+    r.problem(`SHOAL_DIRECT_REPLY_ADVERTISE must be host:port, got ${JSON.stringify(advertise)}`);
+  }
+  return on ? { host, port, advertise } : undefined;
 }
 
 function readFile(r: EnvReader, name: string, path: string): Buffer | undefined {

@@ -9,6 +9,7 @@ export interface GatewayMetrics {
   readonly admissionRejections: Counter<"lane" | "reason">;
   readonly abandonedJobs: Counter<"how">;
   readonly resultsDropped: Counter;
+  readonly directResults: Counter;
   readonly recordsRejected: Counter<"reason">;
   readonly statusRejected: Counter<"reason">;
   readonly statusEntries: Gauge;
@@ -80,9 +81,14 @@ export function createGatewayMetrics(
       help: "Results nobody waited for (duplicates, or the caller left)",
       registers: [registry],
     }),
+    directResults: new Counter({
+      name: "shoal_gateway_direct_results_total",
+      help: "Results workers handed straight to this gateway (not through its reply topic)",
+      registers: [registry],
+    }),
     recordsRejected: new Counter({
       name: "shoal_gateway_records_rejected_total",
-      help: "Reply records refused before reaching any call (reason: signature)",
+      help: "Results refused before reaching any call (reason: signature on the reply topic; direct_*: by the direct-reply listener)",
       labelNames: ["reason"],
       registers: [registry],
     }),

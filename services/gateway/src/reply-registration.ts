@@ -17,6 +17,8 @@ export interface ReplyRegistrationOptions {
   readonly intervalMs: number;
   /** With cluster keys: each registration and the tombstone are signed over the instance id and value. */
   readonly signer?: RecordSigner;
+  /** host:port of this gateway's direct-reply listener, once it listens (none: the reply topic only). */
+  readonly directReplyAddress?: () => string | undefined;
 }
 
 /**
@@ -58,6 +60,7 @@ export function createReplyRegistration(kafka: Kafka, logger: Logger, opts: Repl
       replyTopic: opts.replyTopic,
       updatedUnixMs: BigInt(Date.now()),
       intervalMs: opts.intervalMs,
+      directReplyAddress: opts.directReplyAddress?.() ?? "",
     });
     return Buffer.from(encodeGatewayRegistration(r));
   }

@@ -24,6 +24,7 @@ import type { JobIntake } from "./intake/intake.ts";
 import { createJobLifecycle } from "./jobs/job-lifecycle.ts";
 import { createCancelConsumer } from "./queue/cancel-consumer.ts";
 import { CancelSet } from "./queue/cancel-set.ts";
+import { createDirectReplies } from "./queue/direct-replies.ts";
 import { createResultSink } from "./queue/result-sink.ts";
 import { createReplyRegistry } from "./queue/reply-registry.ts";
 import { createRetryRouter } from "./queue/retry-router.ts";
@@ -65,6 +66,9 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     signer,
     ...(registry ? { registry } : {}),
     onDropped: (reason) => metrics.resultsDropped.inc({ reason }),
+    // Straight to the gateway holding the call (the address its signed registration gives).
+    ...(registry && config.directReply ? { direct: createDirectReplies(logger, { signer, onFallback: (why) => metrics.directFallbacks.inc({ why }) }) } : {}),
+    onSent: (via) => metrics.resultsSent.inc({ via }),
   });
   const router = createRetryRouter(kafka, logger, { pool: config.pool, workerId: config.workerId, maxAttempts: config.maxAttempts, signer });
   const groupId = poolGroupId(config.pool);

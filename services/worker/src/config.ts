@@ -55,6 +55,11 @@ export interface WorkerConfig {
   readonly clusterKeys: readonly Buffer[];
   /** SHOAL_REPLY_REGISTRY (default on; 0 opts out): results go only to reply topics a live gateway registered on shoal.gateways. */
   readonly replyRegistry: boolean;
+  /**
+   * SHOAL_DIRECT_REPLY (default on; needs the registry): hand each result straight to the gateway
+   * holding the call when its registration gives an address, the reply topic as the fallback.
+   */
+  readonly directReply: boolean;
   /** SHOAL_MAX_GATEWAYS: most gateway registrations kept. */
   readonly maxGateways: number;
   readonly kafka: KafkaSettings;
@@ -174,6 +179,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     residencyPolicy: r.oneOf("SHOAL_RESIDENCY_POLICY", ["lru", "pinned-by-traffic"] as const, "pinned-by-traffic"),
     statusIntervalMs: r.int("SHOAL_STATUS_INTERVAL_MS", 2_000, { min: 20, max: 60_000 }),
     replyRegistry: r.bool("SHOAL_REPLY_REGISTRY", true),
+    directReply: r.bool("SHOAL_DIRECT_REPLY", true),
     maxGateways: r.int("SHOAL_MAX_GATEWAYS", 256, { min: 1 }),
     maxAttempts: r.int("SHOAL_MAX_ATTEMPTS", 3, { min: 1, max: 20 }),
     clusterKeys: readClusterKeys(r),

@@ -28,6 +28,8 @@ export const Attr = {
   MESSAGING_CONSUMER_GROUP: "messaging.consumer.group.name",
   MESSAGING_BATCH_COUNT: "messaging.batch.message_count",
   // Shoal
+  /** How a result reached its gateway: `direct` (handed straight to it); absent: its reply topic. */
+  REPLY_VIA: "shoal.reply.via",
   JOB_ID: "shoal.job.id",
   JOB_STATUS: "shoal.job.status",
   JOB_ATTEMPT: "shoal.job.attempt",

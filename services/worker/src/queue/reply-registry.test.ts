@@ -8,13 +8,14 @@ import { RegistrationTable, type RegistrationRecord } from "./reply-registry.ts"
 
 const NOW = 1_800_000_000_000;
 
-function record(instanceId: string, opts: { updated?: number; intervalMs?: number; key?: string; topic?: string } = {}): RegistrationRecord {
+function record(instanceId: string, opts: { updated?: number; intervalMs?: number; key?: string; topic?: string; direct?: string } = {}): RegistrationRecord {
   const value = encodeGatewayRegistration(
     create(GatewayRegistrationSchema, {
       instanceId,
       replyTopic: opts.topic ?? `shoal.replies.${instanceId}`,
       updatedUnixMs: BigInt(opts.updated ?? NOW),
       intervalMs: opts.intervalMs ?? 1_000,
+      directReplyAddress: opts.direct ?? "",
     }),
   );
   return { key: Buffer.from(opts.key ?? instanceId), value: Buffer.from(value) };
@@ -32,6 +33,24 @@ describe("reply-topic registry table: which reply topics live gateways registere
     assert.equal(t.registered("shoal.replies.g1", NOW + 8_999), true);
     assert.equal(t.accept({ key: Buffer.from("g1"), value: null }, NOW + 5_000), "removed");
     assert.equal(t.registered("shoal.replies.g1", NOW + 5_000), false);
+  });
+
+  test("a live registration's direct-reply address is the result's direct target; none once it lapses, is withdrawn, or a refresh gives no address", () => {
+    const t = new RegistrationTable(8);
+    assert.equal(t.accept(record("g1", { direct: "10.0.0.5:7070" }), NOW), "stored");
+    assert.equal(t.accept(record("g2"), NOW), "stored");
+    assert.deepEqual(t.direct("shoal.replies.g1", NOW), { address: "10.0.0.5:7070", instanceId: "g1" });
+    assert.equal(t.direct("shoal.replies.g2", NOW), undefined, "registered without an address: the reply topic only");
+    assert.equal(t.direct("shoal.replies.g3", NOW), undefined, "never registered");
+    assert.equal(t.direct("shoal.replies.g1", NOW + 5_000), undefined, "lapsed");
+    assert.equal(t.accept(record("g1", { updated: NOW + 1_000, direct: "10.0.0.6:7070" }), NOW + 1_000), "stored");
+    assert.deepEqual(t.direct("shoal.replies.g1", NOW + 1_000), { address: "10.0.0.6:7070", instanceId: "g1" }, "the latest address");
+    assert.equal(t.accept(record("g1", { updated: NOW + 2_000 }), NOW + 2_000), "stored");
+    assert.equal(t.direct("shoal.replies.g1", NOW + 2_000), undefined, "a refresh without an address turns the direct path off");
+    assert.equal(t.accept(record("g2", { direct: "10.0.0.7:7070" }), NOW), "stored");
+    assert.equal(t.accept({ key: Buffer.from("g2"), value: null }, NOW + 100), "removed");
+    assert.equal(t.direct("shoal.replies.g2", NOW + 100), undefined, "withdrawn");
+    assert.equal(t.accept(record("g4", { direct: "x".repeat(301) }), NOW), "malformed");
   });
 
   test("a lapse counts once proven: this reader has read a record written after it (one partition, read in order); until then it is unproven, not refused", () => {

@@ -39,6 +39,12 @@ export type RegistrationOutcome = "stored" | "removed" | "stale" | RegistrationR
  */
 export type RegistrationState = "live" | "lapsed" | "unproven" | "unknown";
 
+/** Where a gateway takes results directly (its signed registration's address), and which gateway that is. */
+export interface DirectTarget {
+  readonly address: string;
+  readonly instanceId: string;
+}
+
 /** The Kafka record, as much of it as the table reads. */
 export interface RegistrationRecord {
   readonly key: Buffer | null;
@@ -62,6 +68,8 @@ export interface RegistrationRecord {
 export class RegistrationTable {
   /** Instance id → when its registration lapses (local clock). */
   private readonly expiries = new Map<string, number>();
+  /** Instance id → the direct-reply address its latest registration gave (none: reply topic only). */
+  private readonly addresses = new Map<string, string>();
   /** Every record written up to this time (local clock) has been read. */
   private readUpToMs = 0;
 
@@ -79,16 +87,19 @@ export class RegistrationTable {
     const value = record.value !== null && record.value.length > 0 ? record.value : null;
     if (this.signer?.enabled && !this.signer.verify("gateway", statusSignedBytes(key, value), record.headers?.[SIGNATURE_HEADER])) return "signature";
     if (value === null) {
-      this.expiries.delete(key);
+      this.forget(key);
       if (record.timestamp !== undefined) this.observe(Number(record.timestamp), nowMs);
       return "removed";
     }
     let instanceId: string;
     let expiresAtMs: number;
+    let address: string;
     try {
       const r = decodeGatewayRegistration(value);
       if (r.instanceId !== key || r.replyTopic !== replyTopic(key)) return "malformed";
+      if (r.directReplyAddress.length > 300) return "malformed";
       instanceId = r.instanceId;
+      address = r.directReplyAddress;
       const interval = Math.min(r.intervalMs > 0 ? r.intervalMs : 5_000, MAX_INTERVAL_MS);
       const writtenAtMs = Math.min(Number(r.updatedUnixMs), nowMs);
       this.observe(writtenAtMs, nowMs);
@@ -104,7 +115,14 @@ export class RegistrationTable {
       if (this.expiries.size >= this.maxGateways) return "capacity";
     }
     this.expiries.set(instanceId, Math.max(known ?? 0, expiresAtMs));
+    if (address === "") this.addresses.delete(instanceId);
+    else this.addresses.set(instanceId, address);
     return "stored";
+  }
+
+  private forget(instanceId: string): void {
+    this.expiries.delete(instanceId);
+    this.addresses.delete(instanceId);
   }
 
   /** Everything written up to `writtenAtMs` (a verified record's time, capped at now) has been read. */
@@ -114,7 +132,7 @@ export class RegistrationTable {
 
   /** Drops proven lapses, and unproven ones after UNPROVEN_RETAIN_MS. */
   sweep(nowMs: number): void {
-    for (const [id, at] of this.expiries) if (at <= this.readUpToMs || at + UNPROVEN_RETAIN_MS <= nowMs) this.expiries.delete(id);
+    for (const [id, at] of this.expiries) if (at <= this.readUpToMs || at + UNPROVEN_RETAIN_MS <= nowMs) this.forget(id);
   }
 
   state(topic: string, nowMs: number): RegistrationState {
@@ -124,6 +142,14 @@ export class RegistrationTable {
     if (at === undefined || at + UNPROVEN_RETAIN_MS <= nowMs) return "unknown";
     if (at > nowMs) return "live";
     return at <= this.readUpToMs ? "lapsed" : "unproven";
+  }
+
+  /** The direct-reply address and instance id of `topic`'s gateway, while its registration is live and gave one. */
+  direct(topic: string, nowMs: number): DirectTarget | undefined {
+    if (this.state(topic, nowMs) !== "live") return undefined;
+    const instanceId = topic.slice(replyTopic("").length);
+    const address = this.addresses.get(instanceId);
+    return address === undefined ? undefined : { address, instanceId };
   }
 
   /** Whether `topic` is the reply topic of a gateway whose registration is live at `nowMs`. */
@@ -144,6 +170,8 @@ export interface ReplyRegistry {
    * one cut off) is checked against the topic's end offset; unproven, the result is allowed.
    */
   allows(topic: string): Promise<boolean>;
+  /** `topic`'s gateway's direct-reply address, while its registration is live and gave one. */
+  direct(topic: string): DirectTarget | undefined;
 }
 
 export interface ReplyRegistryOptions {
@@ -293,5 +321,6 @@ export function createReplyRegistry(kafka: Kafka, logger: Logger, opts: ReplyReg
         waiters.add(check);
       });
     },
+    direct: (topic) => table.direct(topic, Date.now()),
   };
 }

@@ -1,6 +1,7 @@
 import type { Kafka } from "kafkajs";
 import { createBatchingProducer, encodeResult, ProducerClosedError, type Logger, type RecordSigner } from "@shoal/common";
 import type { JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
+import type { DirectReplies } from "./direct-replies.ts";
 import type { ReplyRegistry } from "./reply-registry.ts";
 
 /** Writes job results to their reply topics. */
@@ -73,7 +74,11 @@ export type DroppedResultReason = "unregistered_reply_topic" | "missing_reply_to
 export interface ResultSinkOptions {
   readonly signer?: RecordSigner;
   /** Results go only to reply topics a live gateway registered (on unless SHOAL_REPLY_REGISTRY=0). */
-  readonly registry?: Pick<ReplyRegistry, "allows">;
+  readonly registry?: Pick<ReplyRegistry, "allows" | "direct">;
+  /** Hands results straight to their gateway where its registration gives an address (issue #17). */
+  readonly direct?: Pick<DirectReplies, "send" | "close">;
+  /** A result on its way: straight to its gateway, or through the reply topic. */
+  readonly onSent?: (via: "direct" | "topic") => void;
   /** A result answered nowhere (the job is still acknowledged). */
   readonly onDropped?: (reason: DroppedResultReason) => void;
 }
@@ -110,16 +115,24 @@ export function createResultSink(kafka: Kafka, logger: Logger, workerId: string,
         }
         return;
       }
+      const bytes = encodeResult(result);
+      const value = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      // Straight to the gateway holding the call when it can take it; the reply topic otherwise.
+      const target = opts.direct === undefined ? undefined : opts.registry?.direct(topic);
+      if (target !== undefined && (await opts.direct!.send(target, value, headers))) {
+        opts.onSent?.("direct");
+        return;
+      }
       if (!(await topics.exists(topic))) {
         opts.onDropped?.("missing_reply_topic");
         log.warn({ topic, jobId: result.jobId }, "reply topic does not exist (its gateway stopped, or the record was forged); result dropped");
         return;
       }
-      const bytes = encodeResult(result);
-      const value = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       for (let attempt = 1; ; attempt++) {
         try {
-          return await producer.send(topic, { key: result.jobId, value, partition, ...(headers ? { headers } : {}) });
+          await producer.send(topic, { key: result.jobId, value, partition, ...(headers ? { headers } : {}) });
+          opts.onSent?.("topic");
+          return;
         } catch (err) {
           if (stopping || err instanceof ProducerClosedError) throw err;
           // A reply topic is deleted when its gateway stops: nobody waits for this result.
@@ -136,6 +149,7 @@ export function createResultSink(kafka: Kafka, logger: Logger, workerId: string,
     },
     async stop() {
       stopping = true;
+      opts.direct?.close();
       await producer.disconnect();
       await topics.stop();
     },

@@ -6,6 +6,8 @@ export interface WorkerMetrics {
   readonly jobs: Counter<"model" | "status">;
   readonly recordsRejected: Counter;
   readonly resultsDropped: Counter<"reason">;
+  readonly resultsSent: Counter<"via">;
+  readonly directFallbacks: Counter<"why">;
   readonly registrationsRejected: Counter<"reason">;
   readonly unprovenLapses: Counter;
   readonly batches: Counter<"model" | "reason">;
@@ -78,6 +80,18 @@ export function createWorkerMetrics(inFlight: () => number): WorkerMetrics {
     registry,
     jobs: new Counter({ name: "shoal_worker_jobs_total", help: "Jobs answered, by model and status", labelNames: ["model", "status"], registers }),
     recordsRejected: new Counter({ name: "shoal_worker_records_rejected_total", help: "Undecodable job records skipped", registers }),
+    resultsSent: new Counter({
+      name: "shoal_worker_results_sent_total",
+      help: "Results on their way to the caller's gateway (via: direct — handed straight to it; topic — through its reply topic)",
+      labelNames: ["via"],
+      registers,
+    }),
+    directFallbacks: new Counter({
+      name: "shoal_worker_direct_reply_fallbacks_total",
+      help: "Results that went through the reply topic after the direct path could not take them (why: unreachable, timeout, misdirected, refused, paused)",
+      labelNames: ["why"],
+      registers,
+    }),
     resultsDropped: new Counter({
       name: "shoal_worker_results_dropped_total",
       help: "Results answered nowhere, the job acknowledged (reason: missing_reply_topic, unregistered_reply_topic — no live gateway registered it; the registry is on unless SHOAL_REPLY_REGISTRY=0)",
