@@ -299,7 +299,7 @@ describe("multi-host: Kafka, gateways and workers on separate network-namespace 
     for (const n of notes) console.log(`multi-host: ${n}`);
     console.log(`multi-host: client retries by cause: ${JSON.stringify(Object.fromEntries(retryReasons))}`);
     console.log(
-      `multi-host reply topics: ${onTopic.map((t, gi) => `${gatewayHosts[gi]!.label}: ${t.results} results for ${t.jobs} jobs (${t.computedTwice} computed twice), ${t.dropped} dropped, ${t.unaccounted} delivered twice`).join("; ")}; distinct vectors ${distinct}/${answered.length}`,
+      `multi-host reply topics: ${onTopic.map((t, gi) => `${gatewayHosts[gi]!.label}: ${t.results} results (${t.direct} handed directly; on the topic ${t.results - t.direct} for ${t.jobs} jobs, ${t.computedTwice} computed twice), ${t.dropped} dropped, ${t.unaccounted} delivered twice`).join("; ")}; distinct vectors ${distinct}/${answered.length}`,
     );
 
     assert.ok(drained, "every call settled within its budget");
