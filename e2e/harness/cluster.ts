@@ -28,6 +28,8 @@ export interface ClusterOptions {
   /** The pool's jobs topics: one per lane (default) or one per model and lane (share intake). */
   readonly jobTopics?: "per-lane" | "per-model";
   readonly gatewayEnv?: Record<string, string>;
+  /** Env of gateway `i` alone, over `gatewayEnv` (e.g. one gateway with a feature off, for an A/B). */
+  readonly gatewayEnvAt?: (i: number) => Record<string, string>;
   readonly workerEnv?: Record<string, string>;
   /** Bootstrap brokers (default: the test run's broker, KAFKA_BROKERS). */
   readonly brokers?: string;
@@ -135,6 +137,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<TestClust
             SHOAL_PORT: "0",
             SHOAL_INSTANCE_ID: `${pool}-g${i}`,
             ...opts.gatewayEnv,
+            ...opts.gatewayEnvAt?.(i),
           },
           opts.builtDir,
         );

@@ -2,14 +2,7 @@ import assert from "node:assert/strict";
 import http2 from "node:http2";
 import { after, before, describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
-import {
-  createRecordSigner,
-  DIRECT_REPLY_GATEWAY_HEADER,
-  DIRECT_REPLY_OUTCOME_HEADER,
-  DIRECT_REPLY_PATH,
-  encodeResult,
-  SIGNATURE_HEADER,
-} from "@shoal/common";
+import { createRecordSigner, DIRECT_REPLY_GATEWAY_HEADER, DIRECT_REPLY_OUTCOME_HEADER, DIRECT_REPLY_PATH, encodeResult, SIGNATURE_HEADER } from "@shoal/common";
 import { JobResultSchema, JobStatus, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { pino } from "pino";
 import { createDirectReplyServer, type DirectReplyRefusal } from "./direct-replies.ts";
