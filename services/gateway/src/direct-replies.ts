@@ -125,9 +125,14 @@ export function createDirectReplyServer(logger: Logger, opts: DirectReplyOptions
         opts.onReceived?.(outcome);
         stream.respond({ ":status": 200, [DIRECT_REPLY_OUTCOME_HEADER]: outcome }, { endStream: true });
       } catch (err) {
-        if (!(err instanceof RecordDecodeError)) throw err;
-        span.setStatus({ code: SpanStatusCode.ERROR, message: err.message });
-        refuse(stream, "malformed", { err: err.message });
+        span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+        if (err instanceof RecordDecodeError) refuse(stream, "malformed", { err: err.message });
+        else {
+          // Thrown in a stream event, it would take the gateway down: the worker sends the result
+          // through the reply topic instead (any status but 200).
+          log.error({ err }, "a direct result could not be handed to its call");
+          if (!stream.destroyed && !stream.headersSent) stream.respond({ ":status": 500 }, { endStream: true });
+        }
       } finally {
         span.end();
       }
