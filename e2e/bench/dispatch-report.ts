@@ -15,6 +15,9 @@ export interface ArmPoint {
   /** Useful tokens ÷ padded tokens computed (live, from the workers' counters). */
   readonly usefulTokenFraction: number;
   readonly twinUsefulTokenFraction: number;
+  /** Job (one call) p99 per model, most popular first: where a policy's tail falls (absent in older runs). */
+  readonly jobP99ByModelMs?: readonly number[];
+  readonly twinJobP99ByModelMs?: readonly number[];
 }
 
 /** One arm's sweep. */

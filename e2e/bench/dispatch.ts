@@ -134,9 +134,10 @@ const RUNTIME_LABEL = REAL ? `onnxruntime-node (real compute; DES twin and loads
 if (REAL && (DILATION !== 1 || PROFILE.id !== "cpu-minilm")) throw new Error("--real runs the CPU model itself: use the cpu-minilm profile, dilation 1");
 
 /** The DES twin of a point: the same trace and models, the same router, the live path's fixed latency. */
-function twinOf(arm: DispatchArm, trace: Trace, pathMs: number): { point: LoadPoint; busy: number; useful: number } {
+function twinOf(arm: DispatchArm, trace: Trace, pathMs: number): { point: LoadPoint; busy: number; useful: number; jobP99ByModelMs: number[] } {
   const r = simulate({ trace, devices: WORKERS, cost: COST, policy: arm.twin, batching: BATCHING, seed: SEED, pathMs });
   return {
+    jobP99ByModelMs: reference.models.map((m) => r.latency[m.id]?.p99Ms ?? Number.NaN),
     point: {
       load: 0,
       jobs: r.jobs,
@@ -152,8 +153,8 @@ function twinOf(arm: DispatchArm, trace: Trace, pathMs: number): { point: LoadPo
 
 let current: TestCluster | undefined;
 
-/** Sums of the workers' device counters: inference seconds, useful and padded tokens. */
-async function deviceCounters(urls: readonly string[]): Promise<{ seconds: number; tokens: number; padded: number }> {
+/** Sums of the workers' device counters: inference seconds, useful and padded tokens; share jobs given back unrun. */
+async function deviceCounters(urls: readonly string[]): Promise<{ seconds: number; tokens: number; padded: number; givenBack: number }> {
   const scrapes = await Promise.all(urls.map((u) => scrape(u)));
   let seconds = 0;
   for (const s of scrapes)
@@ -162,6 +163,25 @@ async function deviceCounters(urls: readonly string[]): Promise<{ seconds: numbe
     seconds,
     tokens: scrapes.reduce((n, s) => n + total(s, "shoal_worker_tokens_total"), 0),
     padded: scrapes.reduce((n, s) => n + total(s, "shoal_worker_padded_tokens_total"), 0),
+    givenBack: scrapes.reduce((n, s) => n + total(s, "shoal_worker_share_given_back_total"), 0),
+  };
+}
+
+/** Median breakdown of the slowest 1% of answered calls: where the tail's time went. */
+function slowestCalls(
+  latencies: readonly (number | undefined)[],
+  timings: readonly ({ queueMs: number; heldMs: number; inferenceMs: number; totalMs: number } | undefined)[],
+): { calls: number; clientMs: number; totalMs: number; queueMs: number; heldMs: number; inferenceMs: number } {
+  const answered = latencies.flatMap((l, i) => (l !== undefined && timings[i] ? [{ l, t: timings[i]! }] : [])).sort((a, b) => b.l - a.l);
+  const tail = answered.slice(0, Math.max(1, Math.ceil(answered.length / 100)));
+  const med = (xs: number[]): number => percentile(xs, 50);
+  return {
+    calls: tail.length,
+    clientMs: med(tail.map((c) => c.l)),
+    totalMs: med(tail.map((c) => c.t.totalMs)),
+    queueMs: med(tail.map((c) => c.t.queueMs)),
+    heldMs: med(tail.map((c) => c.t.heldMs)),
+    inferenceMs: med(tail.map((c) => c.t.inferenceMs)),
   };
 }
 
@@ -238,6 +258,8 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
       const trace = traceAt(rate, Math.max(20, Math.round(rate * SECONDS)));
       const before = await deviceCounters(metricsUrls);
       const latencies: (number | undefined)[] = new Array(trace.jobs.length).fill(undefined);
+      /** Each answered call's own timing (queue: gateway enqueue → batch start), for the tail's breakdown. */
+      const timings: ({ queueMs: number; heldMs: number; inferenceMs: number; totalMs: number } | undefined)[] = new Array(trace.jobs.length).fill(undefined);
       let lastAnswerMs = 0;
       let inFlight = 0;
       let failed = 0;
@@ -255,8 +277,10 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
         inFlight++;
         pending.push(
           call(job).then(
-            () => {
+            (res) => {
               const doneMs = performance.now() - t0;
+              if (res.timing)
+                timings[i] = { queueMs: res.timing.queueMs, heldMs: res.timing.heldMs, inferenceMs: res.timing.inferenceMs, totalMs: res.timing.totalMs };
               latencies[i] = doneMs - job.arrivalMs;
               lastAnswerMs = Math.max(lastAnswerMs, doneMs);
               inFlight--;
@@ -273,18 +297,32 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
       const after = await deviceCounters(metricsUrls);
       const live = loadPoint(load, trace.jobs, latencies, lastAnswerMs);
       const twin = twinOf(arm, trace, pathMs);
-      const point: ArmPoint = {
+      const point = {
         live,
         twin: { ...twin.point, load },
         busy: (after.seconds - before.seconds) / WORKERS / (lastAnswerMs / 1000),
         twinBusy: twin.busy,
         usefulTokenFraction: after.padded > before.padded ? (after.tokens - before.tokens) / (after.padded - before.padded) : 1,
         twinUsefulTokenFraction: twin.useful,
-      };
+        jobP99ByModelMs: reference.models.map((_, model) =>
+          percentile(
+            trace.jobs.flatMap((j, i) => (j.model === model && latencies[i] !== undefined ? [latencies[i]!] : [])),
+            99,
+          ),
+        ),
+        twinJobP99ByModelMs: twin.jobP99ByModelMs,
+      } satisfies ArmPoint;
       points.push(point);
       log(
         `   ${arm.name} ρ=${load}: ${trace.jobs.length} jobs, answered ${(live.answeredFraction * 100).toFixed(1)}%, request p50/p99 ${fmtMs(live.requestP50Ms)}/${fmtMs(live.requestP99Ms)} ms, ` +
           `${live.throughputJobsPerSecond.toFixed(1)} jobs/s, busy ${point.busy.toFixed(2)} | DES twin p99 ${fmtMs(twin.point.requestP99Ms)} ms, ${twin.point.throughputJobsPerSecond.toFixed(1)} jobs/s`,
+      );
+      const slowest = slowestCalls(latencies, timings);
+      log(
+        `     jobs given back unrun by the share intake: ${after.givenBack - before.givenBack}; slowest 1% of calls (${slowest.calls}), medians: client ${fmtMs(slowest.clientMs)}, gateway ${fmtMs(slowest.totalMs)}, of which queue ${fmtMs(slowest.queueMs)} (held by the worker ${fmtMs(slowest.heldMs)}) and inference ${fmtMs(slowest.inferenceMs)} ms`,
+      );
+      log(
+        `     job p99 by model, most popular first, live | DES: ${point.jobP99ByModelMs.map(fmtMs).join("/")} | ${point.twinJobP99ByModelMs.map(fmtMs).join("/")} ms`,
       );
       // Past the loosest SLO there is no knee left to find.
       if (!passes(live, LOOSEST_MS)) break;

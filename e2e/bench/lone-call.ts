@@ -10,7 +10,8 @@
  * and the intake's requests: per second while idle, per call under lone calls.
  *
  * Env: BENCH_CALLS (30 per arm), BENCH_GAP_MS (400: idle time between calls), BENCH_IDLE_SECONDS
- * (5), BENCH_ARMS (share,share-model,group), SHOAL_SHARE_IDLE_WAIT_MS (passed to the workers).
+ * (5), BENCH_ARMS (share,share-model,group), BENCH_WORKERS (1), BENCH_MODELS (3 model ids, at most
+ * 9: the calls go to them in turn), SHOAL_SHARE_IDLE_WAIT_MS (passed to the workers).
  * Starts its own broker.
  */
 import { writeFile } from "node:fs/promises";
@@ -24,7 +25,8 @@ const CALLS = Number(process.env["BENCH_CALLS"] ?? 30);
 const GAP_MS = Number(process.env["BENCH_GAP_MS"] ?? 400);
 const IDLE_SECONDS = Number(process.env["BENCH_IDLE_SECONDS"] ?? 5);
 const ARMS = (process.env["BENCH_ARMS"] ?? "share,share-model,group").split(",");
-const MODELS = ["m-a", "m-b", "m-c"];
+const WORKERS = Number(process.env["BENCH_WORKERS"] ?? 1);
+const MODELS = ["m-a", "m-b", "m-c", "m-d", "m-e", "m-f", "m-g", "m-h", "m-i"].slice(0, Number(process.env["BENCH_MODELS"] ?? 3));
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -148,8 +150,16 @@ async function armCluster(arm: string): Promise<TestCluster> {
   // result Produce and the reply Fetch are in the broker's request log.
   const workerEnv = { LOG_LEVEL: "debug", SHOAL_DIRECT_REPLY: "0", ...(idleWait ? { SHOAL_SHARE_IDLE_WAIT_MS: idleWait } : {}) };
   if (arm === "share-model")
-    return startCluster({ presets: [], entries: MODELS.map((id) => ({ dir, fields: { id } })), intake: "share", jobTopics: "per-model", workerEnv });
-  if (arm === "share" || arm === "group") return startCluster({ presets: [], entries: MODELS.map((id) => ({ dir, fields: { id } })), intake: arm, workerEnv });
+    return startCluster({
+      presets: [],
+      entries: MODELS.map((id) => ({ dir, fields: { id } })),
+      intake: "share",
+      jobTopics: "per-model",
+      workers: WORKERS,
+      workerEnv,
+    });
+  if (arm === "share" || arm === "group")
+    return startCluster({ presets: [], entries: MODELS.map((id) => ({ dir, fields: { id } })), intake: arm, workers: WORKERS, workerEnv });
   throw new Error(`unknown arm '${arm}' (share, share-model, group)`);
 }
 
@@ -220,7 +230,9 @@ try {
     for (const api of apis)
       report.push(`| ${api} | ${((idle.get(api) ?? 0) / ((idleTo - idleFrom) / 1000)).toFixed(1)} | ${((busy.get(api) ?? 0) / calls.length).toFixed(2)} |`);
   }
-  console.log(`\nLone calls, one every ${GAP_MS} ms (worker idle between them), ${CALLS} per arm; broker request log\n${report.join("\n")}`);
+  console.log(
+    `\nLone calls, one every ${GAP_MS} ms (workers idle between them), ${CALLS} per arm, ${WORKERS} worker(s), ${MODELS.length} models; broker request log\n${report.join("\n")}`,
+  );
 } finally {
   await broker.stop();
 }

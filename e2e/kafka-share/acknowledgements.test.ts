@@ -155,6 +155,49 @@ test("a waiting fetch is answered as soon as a record arrives, not at its maxWai
   console.error(`a fetch waiting 10 s answered ${ms} ms after the record was produced`);
 });
 
+test("a release does not wake a fetch already waiting (4.4): the released record goes out when that wait ends", async () => {
+  // Why the worker's idle waits are short (SHOAL_SHARE_IDLE_WAIT_MS, 100 ms): a job a worker gives
+  // back for an idle one reaches the idle worker's waiting fetch only when its wait runs out.
+  // New records do wake it (above). If a Kafka release changes this, the bound can go.
+  const { a, b } = await setup();
+  const [first] = await drain(a, 1);
+  const waitMs = 1_500;
+  const sent = Date.now();
+  const waiting = b.fetch({ maxRecords: 1, maxWaitMs: waitMs });
+  await new Promise((r) => setTimeout(r, 300));
+  a.acknowledge(first!, "release");
+  await a.flush(); // a ShareAcknowledge of its own, answered before the wait ends
+  const released = Date.now();
+  const got = await waiting;
+  const ended = Date.now();
+  assert.equal(got[0]?.offset, first!.offset, "the waiting fetch brings the released record");
+  assert.equal(got[0]?.deliveryCount, 2);
+  assert.ok(ended - sent >= waitMs - 100, `answered ${ended - sent} ms after it was sent, ${ended - released} ms after the release (maxWaitMs ${waitMs})`);
+  console.error(`released record reached a fetch already waiting ${ended - released} ms after the release (${ended - sent} of ${waitMs} ms)`);
+});
+
+test("a record written after a release wakes a fetch already waiting, and that fetch takes the released record first", async () => {
+  // What the worker's wake-up marker (WAKE_HEADER) relies on: see the test above.
+  const { topic, a, b } = await setup();
+  const [first] = await drain(a, 1);
+  const waiting = b.fetch({ maxRecords: 1, maxWaitMs: 10_000 });
+  await new Promise((r) => setTimeout(r, 300));
+  a.acknowledge(first!, "release");
+  await a.flush();
+  const released = Date.now();
+  await produce(topic, 1); // the marker: offset 1
+  const got = await waiting;
+  const ms = Date.now() - released;
+  assert.deepEqual(
+    got.map((r) => [r.offset, r.deliveryCount]),
+    [[first!.offset, 2]],
+  );
+  assert.ok(ms < 2_000, `answered ${ms} ms after the release (maxWaitMs 10 s)`);
+  const [marker] = await drain(b, 1, { timeoutMs: 5_000 });
+  assert.equal(marker?.offset, first!.offset + 1n);
+  console.error(`a waiting fetch took the released record ${ms} ms after the release once a record followed it`);
+});
+
 test("an ack queued while a fetch waits rides the next fetch (no ShareAcknowledge of its own)", async () => {
   const { topic, a } = await setup();
   const acked = results(a);

@@ -10,6 +10,7 @@ export {
   deadLetterTopic,
   replyTopic,
   retryTopic,
+  WAKE_HEADER,
   ensureTopics,
   poolTopicSpecs,
   statusTopicSpec,

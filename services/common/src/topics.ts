@@ -13,6 +13,15 @@ export function signedKindOf(topic: string): SignedKind | undefined {
   return undefined;
 }
 
+/**
+ * Header of a wake-up marker on a share pool's jobs topic: a record with no job in it, which a
+ * worker writes after giving a job back, because on Kafka 4.4 a release does not complete a
+ * ShareFetch already waiting at the broker while a new record does
+ * (`e2e/kafka-share/acknowledgements.test.ts`). The woken fetch takes the given-back job first
+ * (the lowest offset); whoever takes the marker acknowledges it and runs nothing.
+ */
+export const WAKE_HEADER = "shoal-wake";
+
 /** Cancel topic of one pool: `shoal.cancel.<pool>`, read by every worker of the pool. */
 export function cancelTopic(pool: string): string {
   return `shoal.cancel.${pool}`;

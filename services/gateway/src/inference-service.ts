@@ -166,6 +166,7 @@ async function enqueueAndWait(
 function setTimingHeaders(ctx: HandlerContext, result: JobResult, totalMs: number): void {
   const t = result.timings;
   ctx.responseHeader.set("shoal-queue-ms", (t?.queueMs ?? 0).toFixed(2));
+  ctx.responseHeader.set("shoal-held-ms", (t?.heldMs ?? 0).toFixed(2));
   ctx.responseHeader.set("shoal-tokenize-ms", (t?.tokenizeMs ?? 0).toFixed(2));
   ctx.responseHeader.set("shoal-inference-ms", (t?.inferenceMs ?? 0).toFixed(2));
   ctx.responseHeader.set("shoal-total-ms", totalMs.toFixed(2));
@@ -225,6 +226,7 @@ function finish(ctx: HandlerContext, result: JobResult, started: number): Messag
   setTimingHeaders(ctx, result, totalMs);
   return {
     queueMs: result.timings?.queueMs ?? 0,
+    heldMs: result.timings?.heldMs ?? 0,
     tokenizeMs: result.timings?.tokenizeMs ?? 0,
     inferenceMs: result.timings?.inferenceMs ?? 0,
     totalMs,

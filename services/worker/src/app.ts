@@ -193,6 +193,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
       pool,
       metrics,
       logger,
+      wake: (topic, partition) => router.wake(topic, partition),
       routedRoom: () => (jobs.heldBytes >= config.maxInFlightBytes ? 0 : Math.max(0, config.maxInFlightJobs - jobs.size)),
     });
     shareIntake = intake.kind === "share" || intake.kind === "share+routed";

@@ -124,6 +124,11 @@ export interface WorkerConfig {
   /** SHOAL_SHARE_IDLE_JITTER: per-model pools' idle waiting fetches wait 0.5–1.5× shareIdleWaitMs (default on). */
   readonly shareIdleJitter: boolean;
   /**
+   * SHOAL_SHARE_WAKE: after giving a job back for an idle worker, write a wake-up marker to its
+   * partition so a waiting fetch takes it at once (default on; see WAKE_HEADER).
+   */
+  readonly shareWake: boolean;
+  /**
    * Share intake: estimated tokens of the jobs in hand (computing or waiting) under which a busy
    * worker asks the queue for more, so it never hoards jobs an idle worker could run; a worker
    * holding nothing takes a batch's worth (threads × batch tokens).
@@ -217,6 +222,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     shareDeliveryLimit: r.int("SHOAL_SHARE_DELIVERY_LIMIT", 5, { min: 2, max: 10 }),
     shareIdleWaitMs: r.int("SHOAL_SHARE_IDLE_WAIT_MS", 100, { min: 10, max: 2_000 }),
     shareIdleJitter: r.bool("SHOAL_SHARE_IDLE_JITTER", true),
+    shareWake: r.bool("SHOAL_SHARE_WAKE", true),
     // Work in hand under which a busy worker takes more: the other threads' batches plus a short
     // look-ahead (bench:intake: 2048 let a worker running a long batch take jobs an idle one could
     // have started at once).

@@ -24,6 +24,8 @@ export interface IntakeDeps {
   readonly pool: PoolSpec;
   readonly metrics: WorkerMetrics;
   readonly logger: Logger;
+  /** Writes a wake-up marker to a jobs topic's partition (share intake: after a job is given back). */
+  readonly wake?: (topic: string, partition: number) => Promise<void>;
   /** Room of the routed intake (default: the handler's): a routed job has nowhere else to go. */
   readonly routedRoom?: () => number;
 }
@@ -90,6 +92,8 @@ function createPoolIntake(deps: IntakeDeps): JobIntake {
     deliveryLimit: config.shareDeliveryLimit,
     idleWaitMs: config.shareIdleWaitMs,
     idleJitter: config.shareIdleJitter,
+    onGiveBack: (why) => deps.metrics.shareGivenBack.inc({ why }),
+    ...(deps.wake && config.shareWake ? { wake: deps.wake } : {}),
     logger: deps.logger,
   });
 }

@@ -55,6 +55,12 @@ export interface IntakeHandler {
    * batch-lane room counts every job waiting.
    */
   room(lane?: LaneName): number;
+  /**
+   * Whether jobs of `model` taken here are not computed yet (waiting or running): more of that
+   * model's jobs would join a batch this worker forms anyway. A job computed and still being
+   * answered does not count. Absent: every job not yet settled counts.
+   */
+  holds?(model: string): boolean;
 }
 
 export interface JobIntake {

@@ -1,4 +1,4 @@
-import type { LaneName, Logger } from "@shoal/common";
+import { WAKE_HEADER, type LaneName, type Logger } from "@shoal/common";
 import { createShareConsumer, KafkaSecurityError, type KafkaSecurityOptions, type ShareConsumer, type ShareRecord } from "@shoal/kafka-share";
 import type { Delivery, IntakeHandler, JobIntake, RecordHeaders, Settlement } from "./intake.ts";
 
@@ -38,6 +38,19 @@ export interface ShareIntakeOptions {
   readonly idleJitter?: boolean;
   /** The same for the retry and batch-lane topics while the worker holds no job (default 2,000 ms). */
   readonly laterIdleWaitMs?: number;
+  /**
+   * A job this worker took and gave straight back without running it: `busy` (a waiting fetch begun
+   * idle brought it after the worker had taken another model's job: it goes to an idle worker),
+   * `stopping` (it arrived after the intake paused or stopped).
+   */
+  readonly onGiveBack?: (why: "busy" | "stopping") => void;
+  /**
+   * Writes a wake-up marker (WAKE_HEADER) to a partition. After a job is given back for an idle
+   * worker, the release is sent and then a marker: the broker does not complete a waiting fetch on a
+   * release, but does on a new record, and the woken fetch takes the given-back job first. Without
+   * it the job waits for some worker's waiting fetch to run out (up to 1.5 × idleWaitMs).
+   */
+  readonly wake?: (topic: string, partition: number) => Promise<void>;
   readonly logger: Logger;
 }
 
@@ -84,6 +97,8 @@ interface Held {
 
 const ACK: Record<Settlement, "accept" | "release" | "reject"> = { done: "accept", release: "release", reject: "reject" };
 
+const isWakeMarker = (r: ShareRecord): boolean => r.headers.some(([key]) => key === WAKE_HEADER);
+
 /** Kafka headers as a record, the shape the kafkajs path and the trace reader take. */
 function headersOf(record: ShareRecord): RecordHeaders {
   const out: Record<string, Buffer | string> = {};
@@ -108,6 +123,8 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   const idleWaitMs = opts.idleWaitMs ?? 100;
   const idleJitter = opts.idleJitter ?? true;
   const laterIdleWaitMs = opts.laterIdleWaitMs ?? 2_000;
+  const giveBack = opts.onGiveBack;
+  const writeWakeMarker = opts.wake;
   const members: Member[] = opts.topics.map(({ topic, lane, model }, i) => {
     const member = createShareConsumer({
       brokers: opts.brokers,
@@ -232,18 +249,35 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       const records = await m.member.fetch({ maxRecords: room, maxWaitMs: waitMs });
       let kept = 0;
       let released = 0;
+      /** Partitions a job was given back to for an idle worker: each gets a wake-up marker. */
+      const woken = new Map<string, { topic: string; partition: number }>();
       for (const r of records) {
         // A waiting fetch that ends after the intake paused (draining) or stopped: the jobs go back
         // to the group at once, for a worker that will run them.
-        if (!running || paused || (opts.keep && !opts.keep(r))) {
+        // A wake-up marker is never given back (that would call for another marker): the job
+        // lifecycle acknowledges it at once.
+        if (!running || paused || (opts.keep && !isWakeMarker(r) && !opts.keep(r))) {
           m.member.acknowledge(r, "release");
           released++;
+          const stopping = !running || paused;
+          giveBack?.(stopping ? "stopping" : "busy");
+          if (!stopping) woken.set(`${r.topic}/${r.partition}`, { topic: r.topic, partition: r.partition });
           continue;
         }
         deliver(r, m);
         kept++;
       }
-      if (released > 0) void m.member.flush().catch((err: unknown) => log.warn({ err }, "release flush failed; the next fetch retries"));
+      if (released > 0)
+        void m.member.flush().then(
+          // The release is at the broker: a marker now wakes a waiting fetch, which takes the job.
+          () => {
+            for (const { topic, partition } of woken.values())
+              writeWakeMarker?.(topic, partition).catch((err: unknown) =>
+                log.warn({ err, topic }, "could not write a wake-up marker; the job waits for a fetch to end"),
+              );
+          },
+          (err: unknown) => log.warn({ err }, "release flush failed; the next fetch retries"),
+        );
       return kept;
     } catch (err) {
       if (!running) return 0;
@@ -320,8 +354,10 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
    * One model's jobs at a time from a per-model pool's topics (one member each: the share assignor
    * would otherwise spread the topics over the workers). A fetch over several models hands a
    * worker one job of each, i.e. one call per model, where one model's waiting jobs would have
-   * made one batch. So: first more of the models this worker holds (their jobs join batches it
-   * forms anyway); then, while jobs were found recently, the models in turn from a rotating start,
+   * made one batch. So: first more of the models whose jobs here are not computed yet (they join
+   * a batch it forms anyway; a model whose jobs are all computed is not one: continuing with it
+   * would keep a worker on a popular model while the other models' jobs wait in Kafka, see
+   * `bench:dispatch`); then, while jobs were found recently, the models in turn from a rotating start,
    * the first with jobs taking the room; when a round finds nothing, a waiting fetch of one job
    * per model (every model when the worker holds nothing; else as many as the room allows) stays
    * at the broker, and the first job to come is followed by the rest of its model's queue (the
@@ -331,7 +367,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     let took = 0;
     const filled = new Set<Member>();
     for (const m of step.members)
-      if (m.held > 0) {
+      if (m.held > 0 && (handler!.holds?.(m.model!) ?? true)) {
         filled.add(m);
         took += await fill(step, m);
       }

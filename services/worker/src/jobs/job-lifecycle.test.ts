@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
-import { createLogger, createRecordSigner, decodeEnvelope, encodeEnvelope, SIGNATURE_HEADER, type CatalogModel } from "@shoal/common";
+import { createLogger, createRecordSigner, decodeEnvelope, encodeEnvelope, SIGNATURE_HEADER, WAKE_HEADER, type CatalogModel } from "@shoal/common";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { JobEnvelopeSchema, JobResultSchema, JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import type { Delivery, Settlement } from "../intake/intake.ts";
@@ -38,12 +38,15 @@ function delivery(value: Buffer | null, offset = "0"): Delivery & { settled: Set
   };
 }
 
-function envelope(init: Partial<{ jobId: string; attempt: number; deadlineUnixMs: bigint; model: string; text: string; lane: Lane }> = {}): Buffer {
+function envelope(
+  init: Partial<{ jobId: string; attempt: number; deadlineUnixMs: bigint; enqueuedUnixMs: bigint; model: string; text: string; lane: Lane }> = {},
+): Buffer {
   const e = create(JobEnvelopeSchema, {
     jobId: init.jobId ?? "job-1",
     model: init.model ?? "m",
     attempt: init.attempt ?? 1,
     deadlineUnixMs: init.deadlineUnixMs ?? 0n,
+    enqueuedUnixMs: init.enqueuedUnixMs ?? 0n,
     replyTo: { topic: "shoal.replies.gw-1", partition: 0 },
     lane: init.lane ?? Lane.INTERACTIVE,
     task: { case: "embed", value: { inputs: [init.text ?? "hello"] } },
@@ -56,7 +59,9 @@ function envelope(init: Partial<{ jobId: string; attempt: number; deadlineUnixMs
  * with `outcome`, a result sink whose produces land when the test says, a retry router that
  * records what it is given.
  */
-function harness(opts: { outcome?: JobStatus; resident?: boolean; loadError?: Error; unixNow?: () => number; deps?: Partial<JobLifecycleDeps> } = {}) {
+function harness(
+  opts: { outcome?: JobStatus; resident?: boolean; loadError?: Error; unixNow?: () => number; queueMs?: number; deps?: Partial<JobLifecycleDeps> } = {},
+) {
   const produced: Array<{ topic: string; result: JobResult; landed: ReturnType<typeof deferred> }> = [];
   const retried: JobEnvelope[] = [];
   const dead: Array<{ reason: string; attempts: number; value: Buffer | null }> = [];
@@ -74,6 +79,7 @@ function harness(opts: { outcome?: JobStatus; resident?: boolean; loadError?: Er
             status,
             attempt: env.attempt,
             message: status === JobStatus.OK ? "" : "inference failed: Gather index out of range",
+            ...(opts.queueMs !== undefined ? { timings: { queueMs: opts.queueMs } } : {}),
           }),
         ),
       );
@@ -120,6 +126,23 @@ function harness(opts: { outcome?: JobStatus; resident?: boolean; loadError?: Er
 const harnessWith = (deps: Partial<JobLifecycleDeps>) => harness({ deps });
 
 describe("job lifecycle", () => {
+  test("a computed job's queue time is split: in Kafka until this worker took it, then held here", async () => {
+    // Taken 30 ms after the gateway's enqueue; its batch started 75 ms after it: 45 ms held here.
+    const h = harness({ unixNow: () => 10_000, queueMs: 75 });
+    h.jobs.deliver(delivery(envelope({ enqueuedUnixMs: 9_970n })));
+    await tick();
+    assert.equal(h.produced[0]!.result.timings?.heldMs, 45);
+    const waits = (await h.metrics.jobWaitSeconds.get()).values;
+    const sum = (where: string): number | undefined => waits.find((v) => v.metricName?.endsWith("_sum") && v.labels["where"] === where)?.value;
+    assert.equal(sum("queue"), 0.03);
+    assert.equal(sum("worker"), 0.045);
+    // A gateway stamp from a clock ahead of this one: the worker's own queue_ms bounds the Kafka part.
+    const skewed = harness({ unixNow: () => 10_000, queueMs: 20 });
+    skewed.jobs.deliver(delivery(envelope({ enqueuedUnixMs: 9_900n })));
+    await tick();
+    assert.equal(skewed.produced[0]!.result.timings?.heldMs, 0);
+  });
+
   test("a job runs once and its record is settled only after its result is on the reply topic", async () => {
     const h = harness();
     const d = delivery(envelope());
@@ -307,6 +330,28 @@ describe("job lifecycle", () => {
     assert.equal(h.dead[0]!.attempts, 0);
     assert.deepEqual(d.settled, ["reject"]);
     assert.equal(h.produced.length, 0);
+  });
+
+  test("a wake-up marker (WAKE_HEADER, no job) is acknowledged at once: nothing runs, nothing is dead-lettered", async () => {
+    const h = harness();
+    const d = { ...delivery(Buffer.alloc(0), "7"), headers: { [WAKE_HEADER]: "1" } };
+    h.jobs.deliver(d);
+    await tick();
+    assert.deepEqual(h.submitted, []);
+    assert.equal(h.dead.length, 0);
+    assert.deepEqual(d.settled, ["done"]);
+    assert.equal(h.jobs.size, 0);
+  });
+
+  test("holds(model) while a job of it waits or computes, not once it is computed and its answer is on its way", async () => {
+    const h = harness();
+    h.jobs.deliver(delivery(envelope({ model: "m" })));
+    assert.equal(h.jobs.holds?.("m"), true);
+    assert.equal(h.jobs.holds?.("m2"), false);
+    await tick(); // computed; the result's produce has not landed, so the record is not settled yet
+    assert.equal(h.produced.length, 1);
+    assert.equal(h.jobs.size, 1);
+    assert.equal(h.jobs.holds?.("m"), false);
   });
 
   test("room counts down with jobs in hand and drain waits for them", async () => {

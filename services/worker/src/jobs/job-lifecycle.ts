@@ -7,12 +7,13 @@ import {
   RecordDecodeError,
   servedLane,
   SIGNATURE_HEADER,
+  WAKE_HEADER,
   type CatalogModel,
   type LaneName,
   type Logger,
   type RecordSigner,
 } from "@shoal/common";
-import { JobResultSchema, JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
+import { JobResultSchema, JobStatus, type JobEnvelope, type JobResult, type JobTimings } from "@shoal/gen/shoal/v1/job_pb.ts";
 import type { Delivery, IntakeHandler, Settlement } from "../intake/intake.ts";
 import type { ResultSink } from "../queue/result-sink.ts";
 import type { RetryRouter } from "../queue/retry-router.ts";
@@ -79,7 +80,7 @@ export interface JobLifecycleDeps {
   readonly results: Pick<ResultSink, "send">;
   readonly retries: Pick<RetryRouter, "retriable" | "retry" | "deadLetter">;
   readonly cancels: { has(jobId: string): boolean };
-  readonly metrics: Pick<WorkerMetrics, "jobs" | "retries" | "deadLetters" | "recordsRejected" | "jobsWaitingForLoad">;
+  readonly metrics: Pick<WorkerMetrics, "jobs" | "retries" | "deadLetters" | "recordsRejected" | "jobsWaitingForLoad" | "jobWaitSeconds">;
   /** Checks each job record's signature (SHOAL_CLUSTER_KEYS); unsigned or forged ones are never run. */
   readonly signer?: RecordSigner;
   readonly logger: Logger;
@@ -139,6 +140,8 @@ interface InFlight {
   readonly bytes: number;
   /** Whether the job counts in `heldModels`. */
   counted: boolean;
+  /** Wall clock when this worker took the job off the queue (splits `queue_ms`: Kafka, then here). */
+  readonly takenUnixMs: number;
 }
 
 const sourceOf = (d: Delivery): string => `${d.topic}/${d.partition}@${d.offset}`;
@@ -219,8 +222,20 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     // The model may leave once the job's rows are computed; producing the reply does not need it.
     entry?.lease?.release();
     if (abandoned) return settle(envelope, "release", "RELEASED", true);
+    if (entry && result.timings) splitQueueWait(envelope, entry, result.timings);
     if (result.status === JobStatus.INTERNAL && entry && !draining) void retryOrDeadLetter(envelope, entry, result);
     else answer(envelope, result);
+  }
+
+  /**
+   * Splits a computed job's queue time (gateway enqueue → batch start) into its wait in Kafka
+   * (until this worker took it) and its wait here (model load, tokenizing, batches before it).
+   */
+  function splitQueueWait(envelope: JobEnvelope, entry: InFlight, timings: JobTimings): void {
+    const inKafkaMs = Math.min(timings.queueMs, Math.max(0, entry.takenUnixMs - Number(envelope.enqueuedUnixMs)));
+    timings.heldMs = timings.queueMs - inKafkaMs;
+    metrics.jobWaitSeconds.observe({ where: "queue" }, inKafkaMs / 1000);
+    metrics.jobWaitSeconds.observe({ where: "worker" }, timings.heldMs / 1000);
   }
 
   function fail(envelope: JobEnvelope, err: Error): void {
@@ -349,6 +364,8 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
 
   function deliver(delivery: Delivery): void {
     if (deps.signer !== undefined && !deps.signer.verify("job", delivery.value, delivery.headers?.[SIGNATURE_HEADER])) return rejectForged(delivery);
+    // A wake-up marker a worker wrote after giving a job back (WAKE_HEADER): nothing to run.
+    if (delivery.headers?.[WAKE_HEADER] !== undefined) return delivery.settle("done");
     let envelope: JobEnvelope;
     try {
       envelope = decodeEnvelope(delivery.value);
@@ -373,6 +390,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       model: envelope.model,
       bytes: delivery.value?.length ?? 0,
       counted: false,
+      takenUnixMs: unixNow(),
     };
     trace.onStarted(() => started(entry));
     inFlight.set(keyOf(envelope), entry);
@@ -432,6 +450,9 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       const free = deps.prefetchTokens - workInHand(lane === "interactive" ? "interactive" : "all");
       if (free <= 0) return 0;
       return Math.min(slots, Math.max(1, Math.floor(free / meanJobTokens)));
+    },
+    holds(model) {
+      return heldModels.interactive.has(model) || heldModels.batch.has(model);
     },
     get size() {
       return inFlight.size;

@@ -1,6 +1,6 @@
 import type { IHeaders, Kafka } from "kafkajs";
 import { create } from "@bufbuild/protobuf";
-import { createBatchingProducer, deadLetterTopic, encodeEnvelope, retryTopic, type Logger, type RecordSigner } from "@shoal/common";
+import { createBatchingProducer, deadLetterTopic, encodeEnvelope, retryTopic, WAKE_HEADER, type Logger, type RecordSigner } from "@shoal/common";
 import { JobEnvelopeSchema, type JobEnvelope } from "@shoal/gen/shoal/v1/job_pb.ts";
 
 /** Headers of a dead letter: why it is there, and where it came from. */
@@ -21,6 +21,8 @@ export interface RetryRouter {
   retry(envelope: JobEnvelope, reason: string): Promise<void>;
   /** Writes a job (or a record that is not one) to the dead-letter topic with its reason. */
   deadLetter(value: Buffer | null, reason: string, meta: { attempts: number; model?: string; source: string; key?: string }): Promise<void>;
+  /** Writes a wake-up marker (WAKE_HEADER, no job) to a jobs topic's partition: see the share intake's give-backs. */
+  wake(topic: string, partition: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -57,6 +59,9 @@ export function createRetryRouter(
         ...(meta.model !== undefined ? { [DeadLetterHeader.MODEL]: meta.model } : {}),
       };
       await producer.send(dead, { key: meta.key ?? null, value, headers });
+    },
+    async wake(topic, partition) {
+      await producer.send(topic, { partition, key: null, value: Buffer.alloc(0), headers: { [WAKE_HEADER]: "1" } });
     },
     stop: () => producer.disconnect(),
   };

@@ -10,6 +10,10 @@ export interface WorkerMetrics {
   readonly directFallbacks: Counter<"why">;
   readonly registrationsRejected: Counter<"reason">;
   readonly unprovenLapses: Counter;
+  /** A computed job's wait before its batch: `queue` (in Kafka) and `worker` (taken → batch start). */
+  readonly jobWaitSeconds: Histogram<"where">;
+  /** Share intake: jobs taken and given straight back unrun (`busy`: for an idle worker; `stopping`). */
+  readonly shareGivenBack: Counter<"why">;
   readonly batches: Counter<"model" | "reason">;
   readonly batchItems: Histogram<"model">;
   readonly batchTokens: Histogram<"model">;
@@ -107,6 +111,19 @@ export function createWorkerMetrics(inFlight: () => number): WorkerMetrics {
     unprovenLapses: new Counter({
       name: "shoal_worker_reply_registrations_unproven_total",
       help: "Results sent to a reply topic whose registration lapsed by the clock while this worker had read nothing newer (it may be the one cut off)",
+      registers,
+    }),
+    shareGivenBack: new Counter({
+      name: "shoal_worker_share_given_back_total",
+      help: "Share intake: jobs taken and released unrun (busy: a fetch begun idle brought it after another model's job was taken; stopping: the intake had paused)",
+      labelNames: ["why"],
+      registers,
+    }),
+    jobWaitSeconds: new Histogram({
+      name: "shoal_worker_job_wait_seconds",
+      help: "A computed job's wait before its batch started: in the queue (gateway enqueue → taken by this worker) and on the worker (taken → batch start)",
+      labelNames: ["where"],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers,
     }),
     batches: new Counter({ name: "shoal_worker_batches_total", help: "Batches run, by close reason", labelNames: ["model", "reason"], registers }),
