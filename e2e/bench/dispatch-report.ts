@@ -102,7 +102,10 @@ export function bestRouted(r: DispatchResults): { name: string; knee: Knee }[] {
 /** The printed report (markdown tables). */
 export function reportLines(r: DispatchResults): string[] {
   // The shared queue is the reference whatever the arms' order (a routed arm may run first, as a warm-up).
-  const refIndex = Math.max(0, r.arms.findIndex((a) => !a.routed));
+  const refIndex = Math.max(
+    0,
+    r.arms.findIndex((a) => !a.routed),
+  );
   const ref = r.arms[refIndex]!;
   const knees = r.arms.map((a) => liveKnees(a, r.slos));
   const twins = r.arms.map((a) => twinKnees(a, r.slos));
