@@ -261,7 +261,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
           released++;
           const stopping = !running || paused;
           giveBack?.(stopping ? "stopping" : "busy");
-          if (!stopping) woken.set(`${r.topic}/${r.partition}`, { topic: r.topic, partition: r.partition });
+          if (!stopping && writeWakeMarker) woken.set(`${r.topic}/${r.partition}`, { topic: r.topic, partition: r.partition });
           continue;
         }
         deliver(r, m);
@@ -272,7 +272,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
           // The release is at the broker: a marker now wakes a waiting fetch, which takes the job.
           () => {
             for (const { topic, partition } of woken.values())
-              writeWakeMarker?.(topic, partition).catch((err: unknown) =>
+              writeWakeMarker!(topic, partition).catch((err: unknown) =>
                 log.warn({ err, topic }, "could not write a wake-up marker; the job waits for a fetch to end"),
               );
           },
