@@ -21,7 +21,7 @@ export interface DispatchArm {
   readonly routed: boolean;
 }
 
-/** Arm names the bench knows; routed ones accept gateway options `name@K=V+K=V`. */
+/** Arm names the bench knows; each accepts options `name@K=V+K=V` (a routed arm's go to its gateways and workers). */
 export const ARM_NAMES = ["share", "share-model", "group", "round-robin", "least-loaded", "p2c", "sie-direct", "partition"] as const;
 
 /** Default arms: every dispatch mode but `partition` (with one served model it is one worker). */
@@ -96,7 +96,8 @@ export function parseArms(list: string, workers: number): DispatchArm[] {
       partitions: 1,
       jobTopics: "per-lane",
       gatewayEnv,
-      workerEnv: { SHOAL_ROUTED_INTAKE: "1", SHOAL_STATUS_INTERVAL_MS: String(statusMs) },
+      // The options go to the workers too (the gateway's SHOAL_DISPATCH_* mean nothing there), so a worker setting can be an ablation of a routed arm.
+      workerEnv: { ...options, SHOAL_ROUTED_INTAKE: "1", SHOAL_STATUS_INTERVAL_MS: String(statusMs) },
       twin,
       routed: true,
     };

@@ -101,6 +101,13 @@ export interface WorkerConfig {
    */
   readonly batchLaneCallTokens: number;
   readonly perCallOverheadTokens: number;
+  /**
+   * `SHOAL_BATCH_CLOSE_ON_GRANT` (default on): a model's batch closes when the worker's compute
+   * gate grants it a run, so jobs that arrive while another model's batch runs join it. Off: it
+   * closes by the batching rules alone and then waits for the gate (the behaviour before; kept
+   * for the dispatch bench's ablation).
+   */
+  readonly batchCloseOnGrant: boolean;
   /** Records pulled but not answered; past this the worker stops fetching. */
   readonly maxInFlightJobs: number;
   /** `SHOAL_MAX_INFLIGHT_BYTES`: record bytes held at once before fetching pauses. */
@@ -212,6 +219,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     batchMaxWaitMs: r.int("SHOAL_BATCH_MAX_WAIT_MS", 0, { min: 0 }),
     batchLaneCallTokens: r.int("SHOAL_BATCH_LANE_CALL_TOKENS", 512, { min: 16 }),
     perCallOverheadTokens: r.int("SHOAL_PER_CALL_OVERHEAD_TOKENS", 64, { min: 0 }),
+    batchCloseOnGrant: r.bool("SHOAL_BATCH_CLOSE_ON_GRANT", true),
     maxInputs: r.int("SHOAL_MAX_INPUTS", 256, { min: 1 }),
     maxInputChars: r.int("SHOAL_MAX_INPUT_CHARS", 32_768, { min: 1 }),
     maxRequestBytes: r.int("SHOAL_MAX_REQUEST_BYTES", 8 * 1024 * 1024, { min: 1024 }),

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { LaneName } from "@shoal/common";
 import { Batcher, defaultBatcherOptions, type BatcherOptions, type BatchItem, type CloseReason } from "./batcher.ts";
+import { ComputeGate } from "./compute-gate.ts";
 import { ManualClock } from "./manual-clock.ts";
 
 interface Item extends BatchItem {
@@ -223,5 +224,119 @@ describe("Batcher (injected clock)", () => {
     push("r", 10, "interactive");
     await tick();
     assert.equal(batches.length, 2, "the reserved slot is one batch deep");
+  });
+
+  test("with a compute gate, a batch closes when the gate grants it: items that arrive meanwhile ride along", async () => {
+    const clock = new ManualClock();
+    const gate = new ComputeGate(1, { clock });
+    const runs: { model: string; names: string[]; finish: () => void }[] = [];
+    const batcherFor = (model: string) =>
+      new Batcher<Item>(
+        { ...defaultBatcherOptions, maxBatchTokens: 100, maxBatchItems: 8, maxWaitMs: 0, concurrency: 1 },
+        clock,
+        (items, _reason, slot) =>
+          new Promise<void>((resolve) =>
+            runs.push({
+              model,
+              names: items.map((i) => i.name),
+              finish: () => {
+                slot?.();
+                resolve();
+              },
+            }),
+          ),
+        (lane) => gate.acquire(model, lane),
+      );
+    const a = batcherFor("a");
+    const b = batcherFor("b");
+    const item = (name: string): Item => ({ name, tokens: 10, enqueuedAtMs: clock.now(), lane: "interactive", deadlineMs: Infinity });
+    a.push(item("a1"));
+    await tick();
+    b.push(item("b1"));
+    await tick();
+    assert.deepEqual(
+      runs.map((r) => r.names),
+      [["a1"]],
+      "b waits for the device a holds",
+    );
+    b.push(item("b2"), item("b3"));
+    await tick();
+    assert.equal(runs.length, 1, "nothing of b is closed while the device is busy");
+    runs[0]!.finish();
+    await tick();
+    assert.deepEqual(
+      runs.map((r) => r.names),
+      [["a1"], ["b1", "b2", "b3"]],
+      "one batch of b, with what arrived during a's run",
+    );
+    assert.equal(gate.stats.running, 1, "b's run holds the slot it was granted");
+    runs[1]!.finish();
+    await tick();
+    assert.equal(gate.stats.running, 0, "and gives it back");
+    await Promise.all([a.idle(), b.idle()]);
+  });
+
+  test("with a compute gate, a granted slot is given back when the batch holds nothing by then", async () => {
+    const clock = new ManualClock();
+    const gate = new ComputeGate(1, { clock });
+    let runs = 0;
+    const batcher = new Batcher<Item>(
+      { ...defaultBatcherOptions, maxWaitMs: 0 },
+      clock,
+      async (_items, _reason, slot) => {
+        runs += 1;
+        slot?.(); // the runner found every job of the batch already finished
+      },
+      (lane) => gate.acquire("m", lane),
+    );
+    batcher.push({ name: "x", tokens: 10, enqueuedAtMs: clock.now(), lane: "batch", deadlineMs: Infinity });
+    await batcher.idle();
+    assert.equal(runs, 1);
+    assert.deepEqual(gate.stats, { running: 0, waiting: 0 });
+  });
+
+  test("with a compute gate, an interactive item does not wait behind a batch-lane batch still waiting for the gate", async () => {
+    const clock = new ManualClock();
+    // Two threads, one kept for interactive work while it is about.
+    const gate = new ComputeGate(2, { clock, interactiveReserve: 1 });
+    const runs: { names: string[]; finish: () => void }[] = [];
+    const batcher = new Batcher<Item>(
+      { ...defaultBatcherOptions, maxBatchTokens: 100, maxBatchItems: 8, maxWaitMs: 0, concurrency: 1, interactiveSlots: 1 },
+      clock,
+      (items, _reason, slot) =>
+        new Promise<void>((resolve) =>
+          runs.push({
+            names: items.map((i) => i.name),
+            finish: () => {
+              slot?.();
+              resolve();
+            },
+          }),
+        ),
+      (lane) => gate.acquire("m", lane),
+    );
+    // Another model's batch-lane run holds the batch lane's only slot (interactive work is about).
+    await gate.acquire("other", "interactive").then((release) => release());
+    const otherBatchRun = await gate.acquire("other", "batch");
+    const item = (name: string, lane: LaneName): Item => ({ name, tokens: 10, enqueuedAtMs: clock.now(), lane, deadlineMs: Infinity });
+    batcher.push(item("b1", "batch"));
+    await tick();
+    assert.equal(runs.length, 0, "the batch-lane batch waits for the gate");
+    batcher.push(item("q1", "interactive"));
+    await tick();
+    assert.deepEqual(
+      runs.map((r) => r.names),
+      [["q1"]],
+      "the interactive item runs at once, on the reserved thread",
+    );
+    otherBatchRun();
+    await tick();
+    assert.deepEqual(
+      runs.map((r) => r.names),
+      [["q1"], ["b1"]],
+    );
+    for (const r of runs) r.finish();
+    await batcher.idle();
+    assert.deepEqual(gate.stats, { running: 0, waiting: 0 });
   });
 });

@@ -58,6 +58,12 @@ export const defaultBatcherOptions: BatcherOptions = {
 export type CloseReason = "full" | "max-wait" | "drain" | "deadline";
 
 /**
+ * Waits for the compute a batch will run on (the worker's compute gate, shared by its models) and
+ * resolves with the function that gives it back. `lane` is the lane of the batch's first call.
+ */
+export type AdmitBatch = (lane: LaneName) => Promise<() => void>;
+
+/**
  * One model's batcher: two lanes, interactive served first, the batch lane guaranteed a share of
  * every batch and promoted when it waited too long, so neither starves. Time comes from an
  * injected clock; the cost of a run is learned (ms per token) to close a batch early when waiting
@@ -77,10 +83,18 @@ export class Batcher<T extends BatchItem> {
   /** Learned run cost, ms per token (EWMA); 0 until the first run. */
   private msPerToken = 0;
 
+  /**
+   * @param run runs a closed batch; `slot`, when given, is the compute `admit` granted for its
+   *   first call, and `run` must give it back (use it or call it)
+   * @param admit when set, a batch closes only once this grants it the compute, so the items that
+   *   arrive while it waits for another model's run ride along instead of forming a second batch
+   *   that pays another call's fixed cost (on an accelerator, most of a small batch's cost)
+   */
   constructor(
     private readonly opts: BatcherOptions,
     private readonly clock: Clock,
-    private readonly run: (items: T[], reason: CloseReason) => Promise<void>,
+    private readonly run: (items: T[], reason: CloseReason, slot?: () => void) => Promise<void>,
+    private readonly admit?: AdmitBatch,
   ) {}
 
   get size(): { items: number; tokens: number; running: number } {
@@ -150,8 +164,36 @@ export class Batcher<T extends BatchItem> {
       if (!general && !reserved) return;
       const reason = this.closeReason();
       if (!reason) return this.armTimer();
-      this.dispatch(this.take(reserved), reason);
+      if (this.admit === undefined) this.dispatch(this.take(reserved), reason);
+      else this.admitWhenGranted(reserved, reason, this.admit);
     }
+  }
+
+  /**
+   * Waits for the compute, then takes the batch as it is by then (items that came meanwhile
+   * included). Until then the admission counts as a running batch of its lane, so an interactive
+   * item that comes meanwhile may still take a reserved slot, as it would beside a running batch.
+   */
+  private admitWhenGranted(interactiveOnly: boolean, reason: CloseReason, admit: AdmitBatch): void {
+    this.cancelTimer?.();
+    this.cancelTimer = undefined;
+    const lane: LaneName = interactiveOnly || this.interactive.length > 0 ? "interactive" : "batch";
+    this.running += 1;
+    if (lane === "batch") this.runningBatchLane += 1;
+    void admit(lane).then((slot) => {
+      this.running -= 1;
+      if (lane === "batch") this.runningBatchLane -= 1;
+      const items = interactiveOnly ? this.interactive.length : this.size.items;
+      if (items === 0) {
+        // Taken by another admission meanwhile.
+        slot();
+        this.pump();
+        this.notifyIdle();
+        return;
+      }
+      this.dispatch(this.take(interactiveOnly), reason, slot);
+      this.pump();
+    });
   }
 
   private armTimer(): void {
@@ -207,13 +249,13 @@ export class Batcher<T extends BatchItem> {
     return taken;
   }
 
-  private dispatch(batch: T[], reason: CloseReason): void {
+  private dispatch(batch: T[], reason: CloseReason, slot?: () => void): void {
     this.running += 1;
     const holdsBatchLane = batch.some((i) => i.lane === "batch");
     if (holdsBatchLane) this.runningBatchLane += 1;
     const started = this.clock.now();
     const tokens = batch.reduce((n, i) => n + i.tokens, 0);
-    this.run(batch, reason)
+    this.run(batch, reason, slot)
       .catch(() => undefined) // the runner answers its own failures; never let one stall the loop
       .finally(() => {
         this.running -= 1;
@@ -225,11 +267,14 @@ export class Batcher<T extends BatchItem> {
         }
         this.lastRunEndedAtMs = ended;
         this.pump();
-        if (this.size.items === 0 && this.running === 0) {
-          const waiters = this.idleWaiters;
-          this.idleWaiters = [];
-          for (const w of waiters) w();
-        }
+        this.notifyIdle();
       });
+  }
+
+  private notifyIdle(): void {
+    if (this.size.items !== 0 || this.running !== 0) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
   }
 }

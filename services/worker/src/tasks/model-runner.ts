@@ -25,6 +25,8 @@ export interface ModelRunnerOptions {
   readonly isCancelled?: (jobId: string) => boolean;
   /** The worker's inference capacity shared with the other resident models; none: unshared. */
   readonly gate?: ComputeGate;
+  /** With a gate: close a batch only once the gate grants it (default true); false: close, then wait. */
+  readonly closeOnGrant?: boolean;
   /** Most padded tokens per model call of the batch lane (preemption granularity); none: unbounded. */
   readonly batchLaneCallTokens?: number;
   /** Where jobs are tokenized, a slice at a time, interactive ones first (shared by the worker's models). */
@@ -63,7 +65,15 @@ export class ModelRunner {
     clock: Clock,
     private readonly logger: Logger,
   ) {
-    this.batcher = new Batcher<TaskItem>(opts.batching, clock, (items, reason) => this.runBatch(items, reason));
+    const gate = opts.closeOnGrant === false ? undefined : opts.gate;
+    // The batch closes once the gate grants the compute, not before: jobs of this model that
+    // arrive while another model's batch runs join it rather than paying a call of their own.
+    this.batcher = new Batcher<TaskItem>(
+      opts.batching,
+      clock,
+      (items, reason, slot) => this.runBatch(items, reason, slot),
+      gate && ((lane) => gate.acquire(spec.id, lane)),
+    );
   }
 
   /**
@@ -139,7 +149,17 @@ export class ModelRunner {
     return this.batcher.idle();
   }
 
-  private async runBatch(batch: TaskItem[], reason: CloseReason): Promise<void> {
+  /** @param slot compute already granted for the batch's first call (the batcher's admission); always given back */
+  private async runBatch(batch: TaskItem[], reason: CloseReason, slot?: () => void): Promise<void> {
+    const granted = { slot };
+    try {
+      await this.runAdmitted(batch, reason, granted);
+    } finally {
+      granted.slot?.();
+    }
+  }
+
+  private async runAdmitted(batch: TaskItem[], reason: CloseReason, granted: { slot: (() => void) | undefined }): Promise<void> {
     const nowUnix = Date.now();
     // Jobs that finished (failed), were cancelled or expired while queued are not computed.
     const items = batch.filter((item) => {
@@ -185,7 +205,7 @@ export class ModelRunner {
     let failure: Error | undefined;
     for (const phase of phases) {
       try {
-        const out = await this.runPhase(phase, startedAtMs, items.length, batchSpan.spanContext());
+        const out = await this.runPhase(phase, startedAtMs, items.length, batchSpan.spanContext(), granted);
         paddedTokens += out.paddedTokens;
         inferenceMs += out.inferenceMs;
         calls += out.calls;
@@ -213,6 +233,7 @@ export class ModelRunner {
     batchStartedAtMs: number,
     batchItems: number,
     batch: SpanContext,
+    granted: { slot: (() => void) | undefined },
   ): Promise<{ paddedTokens: number; inferenceMs: number; calls: number }> {
     // fixed-window runs one padded call, as classic dynamic batchers do; token-budget sorts by
     // length and splits where padding would cost more than another call.
@@ -234,7 +255,9 @@ export class ModelRunner {
     let paddedTokens = 0;
     let inferenceMs = 0;
     for (const call of calls) {
-      const release = await this.opts.gate?.acquire(this.spec.id, lane);
+      const slot = granted.slot;
+      granted.slot = undefined;
+      const release = slot ?? (await this.opts.gate?.acquire(this.spec.id, lane));
       const startedAtMs = performance.now();
       const out = await this.threads.run(call.map((g) => this.runGroup(g.map((i) => items[i]!)))).finally(() => release?.());
       const endedAtMs = performance.now();

@@ -32,6 +32,7 @@ export function runnerOptionsFor(deps: RunnerOptionsDeps): (model: CatalogModel)
       perCallOverheadTokens: config.perCallOverheadTokens,
       isCancelled: deps.isCancelled,
       gate: deps.gate,
+      closeOnGrant: config.batchCloseOnGrant,
       tokenizeQueue: deps.tokenizeQueue,
       inputLimits: { maxInputs: config.maxInputs, maxInputChars: config.maxInputChars, maxRequestBytes: config.maxRequestBytes },
       batchLaneCallTokens: config.batchLaneCallTokens,
