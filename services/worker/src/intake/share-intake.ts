@@ -249,8 +249,8 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       const records = await m.member.fetch({ maxRecords: room, maxWaitMs: waitMs });
       let kept = 0;
       let released = 0;
-      /** Partitions a job was given back to for an idle worker: each gets a wake-up marker. */
-      const woken = new Map<string, { topic: string; partition: number }>();
+      /** Partitions a job was given back to for an idle worker: each gets a wake-up marker (made only when markers are on). */
+      let woken: Map<string, { topic: string; partition: number }> | undefined;
       for (const r of records) {
         // A waiting fetch that ends after the intake paused (draining) or stopped: the jobs go back
         // to the group at once, for a worker that will run them.
@@ -261,23 +261,27 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
           released++;
           const stopping = !running || paused;
           giveBack?.(stopping ? "stopping" : "busy");
-          if (!stopping && writeWakeMarker) woken.set(`${r.topic}/${r.partition}`, { topic: r.topic, partition: r.partition });
+          if (!stopping && writeWakeMarker) {
+            woken ??= new Map();
+            woken.set(`${r.topic}/${r.partition}`, { topic: r.topic, partition: r.partition });
+          }
           continue;
         }
         deliver(r, m);
         kept++;
       }
-      if (released > 0)
+      if (released > 0) {
         void m.member.flush().then(
           // The release is at the broker: a marker now wakes a waiting fetch, which takes the job.
           () => {
-            for (const { topic, partition } of woken.values())
+            for (const { topic, partition } of woken?.values() ?? [])
               writeWakeMarker!(topic, partition).catch((err: unknown) =>
                 log.warn({ err, topic }, "could not write a wake-up marker; the job waits for a fetch to end"),
               );
           },
           (err: unknown) => log.warn({ err }, "release flush failed; the next fetch retries"),
         );
+      }
       return kept;
     } catch (err) {
       if (!running) return 0;
