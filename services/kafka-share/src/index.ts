@@ -14,7 +14,7 @@ export {
 } from "./admin.ts";
 export { createBrokerPing, type BrokerPing, type BrokerPingOptions, type PingResult } from "./broker-ping.ts";
 export type { ShareGroupConfig } from "./group-config.ts";
-export { createLagReader, type LagReader, type LagReaderOptions } from "./lag-reader.ts";
+export { createLagReader, type LagReader, type LagReaderOptions, type QueueHead } from "./lag-reader.ts";
 export {
   AcknowledgeError,
   ConsumerClosedError,

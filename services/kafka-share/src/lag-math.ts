@@ -5,6 +5,8 @@
 
 /** `topic:partition`, the key of every per-partition map here. */
 export const partitionKey = (topic: string, partition: number): string => `${topic}:${partition}`;
+/** The topic of a partitionKey. */
+export const topicOfKey = (key: string): string => key.slice(0, key.lastIndexOf(":"));
 
 /** A share group's word on one partition (DescribeShareGroupOffsets). */
 export interface SharePartitionState {

@@ -19,7 +19,8 @@
 import type { AdminOptions } from "./admin.ts";
 import { Cluster } from "./cluster.ts";
 import { ErrorCode, KafkaProtocolError } from "./errors.ts";
-import { consumerBacklog, consumerNeed, partitionKey, shareBacklog, shareNeed, type Need } from "./lag-math.ts";
+import { consumerBacklog, consumerNeed, partitionKey, shareBacklog, shareNeed, topicOfKey, type Need } from "./lag-math.ts";
+import { readHeads, type HeadNeed } from "./head-requests.ts";
 import { describeShareOffsets, fetchCommittedOffsets, readWatermarks, type GroupRead, type RoundContext, type WatermarkNeed } from "./lag-requests.ts";
 
 export interface LagReaderOptions extends AdminOptions {
@@ -36,11 +37,24 @@ export interface LagReader {
    * cannot tell (a missing topic, a moved coordinator: the next read asks again).
    */
   shareGroupLag(groupId: string, topics: readonly string[]): Promise<Map<string, number>>;
+  /**
+   * shareGroupLag with, per topic, when its oldest record not yet settled by the group was written
+   * (the head: waiting, or held by a member): one more Fetch per partition leader, of the batch at
+   * the group's start offset. For a worker that takes the model whose jobs waited longest.
+   */
+  shareGroupHeads(groupId: string, topics: readonly string[]): Promise<Map<string, QueueHead>>;
   /** Records waiting for consumer group `groupId` per topic: high watermark − commit, from the low watermark without one. */
   consumerGroupLag(groupId: string, topics: readonly string[]): Promise<Map<string, number>>;
   /** Requests sent so far by API name (Metadata, FindCoordinator, …): a debug counter for tests and benchmarks. */
   readonly requests: ReadonlyMap<string, number>;
   close(): Promise<void>;
+}
+
+/** A topic's queue for a share group: records not yet settled, and when the oldest was written. */
+export interface QueueHead {
+  readonly waiting: number;
+  /** The head record's timestamp (ms since the epoch); absent when nothing waits or it could not be read. */
+  readonly oldestMs?: number;
 }
 
 type Kind = "share" | "consumer";
@@ -49,7 +63,9 @@ interface Ask {
   readonly kind: Kind;
   readonly groupId: string;
   readonly topics: readonly string[];
-  resolve(lag: Map<string, number>): void;
+  /** Also read the head records' timestamps (shareGroupHeads). */
+  readonly heads?: boolean;
+  resolve(lag: Map<string, number>, heads: ReadonlyMap<string, number>): void;
   reject(err: unknown): void;
 }
 
@@ -91,10 +107,15 @@ export function createLagReader(opts: LagReaderOptions): LagReader {
     metadataStale = true;
   };
 
-  function ask(kind: Kind, groupId: string, topics: readonly string[]): Promise<Map<string, number>> {
+  function ask(
+    kind: Kind,
+    groupId: string,
+    topics: readonly string[],
+    heads = false,
+  ): Promise<{ lag: Map<string, number>; heads: ReadonlyMap<string, number> }> {
     if (closed) return Promise.reject(new Error("the lag reader is closed"));
     return new Promise((resolve, reject) => {
-      queue.push({ kind, groupId, topics, resolve, reject });
+      queue.push({ kind, groupId, topics, heads, resolve: (lag, h) => resolve({ lag, heads: h }), reject });
       if (scheduled) return;
       scheduled = true;
       setImmediate(() => {
@@ -212,6 +233,14 @@ export function createLagReader(opts: LagReaderOptions): LagReader {
     }
     const ends = await readWatermarks(ctx, [...needs.values()]);
 
+    // Heads: one Fetch per leader, for the share groups some read asked them of.
+    const headNeeds: HeadNeed[] = [];
+    for (const g of all) {
+      if (g.failed || g.kind !== "share" || !g.asks.some((a) => a.heads)) continue;
+      for (const p of g.share!) if (p.startOffset >= 0n && p.lag !== 0n) headNeeds.push(p);
+    }
+    const heads = headNeeds.length > 0 ? await readHeads(ctx, headNeeds) : new Map<string, number>();
+
     for (const g of all) {
       if (g.failed) {
         for (const a of g.asks) a.reject(g.failed);
@@ -219,7 +248,7 @@ export function createLagReader(opts: LagReaderOptions): LagReader {
       }
       try {
         const lag = g.kind === "share" ? shareBacklog(g.topics, g.share!, ends) : consumerBacklog(g.topics, g.committed!, ends);
-        for (const a of g.asks) a.resolve(new Map(a.topics.map((t) => [t, lag.get(t) ?? 0])));
+        for (const a of g.asks) a.resolve(new Map(a.topics.map((t) => [t, lag.get(t) ?? 0])), heads);
       } catch (err) {
         for (const a of g.asks) a.reject(err);
       }
@@ -228,8 +257,23 @@ export function createLagReader(opts: LagReaderOptions): LagReader {
 
   return {
     requests,
-    shareGroupLag: (groupId, topics) => ask("share", groupId, topics),
-    consumerGroupLag: (groupId, topics) => ask("consumer", groupId, topics),
+    shareGroupLag: async (groupId, topics) => (await ask("share", groupId, topics)).lag,
+    async shareGroupHeads(groupId, topics) {
+      const read = await ask("share", groupId, topics, true);
+      const oldest = new Map<string, number>();
+      for (const [key, ts] of read.heads) {
+        const topic = topicOfKey(key);
+        if (topics.includes(topic)) oldest.set(topic, Math.min(ts, oldest.get(topic) ?? Number.POSITIVE_INFINITY));
+      }
+      return new Map(
+        topics.map((t) => {
+          const waiting = read.lag.get(t) ?? 0;
+          const ts = oldest.get(t);
+          return [t, waiting > 0 && ts !== undefined ? { waiting, oldestMs: ts } : { waiting }];
+        }),
+      );
+    },
+    consumerGroupLag: async (groupId, topics) => (await ask("consumer", groupId, topics)).lag,
     async close() {
       closed = true;
       await cluster.close();

@@ -131,6 +131,11 @@ export interface WorkerConfig {
   /** SHOAL_SHARE_IDLE_JITTER: per-model pools' idle waiting fetches wait 0.5–1.5× shareIdleWaitMs (default on). */
   readonly shareIdleJitter: boolean;
   /**
+   * SHOAL_SHARE_HEADS_MS: per-model share pools: a busy worker takes next the model whose oldest job
+   * was written first, from a view of the model queues' heads at most this old (0: its own rotation).
+   */
+  readonly shareHeadsMs: number;
+  /**
    * SHOAL_SHARE_WAKE: after giving a job back for an idle worker, write a wake-up marker to its
    * partition so a waiting fetch takes it at once (default off: at the default idle wait its effect
    * was within the noise; with a long SHOAL_SHARE_IDLE_WAIT_MS it keeps give-backs fast; see WAKE_HEADER).
@@ -231,6 +236,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     shareDeliveryLimit: r.int("SHOAL_SHARE_DELIVERY_LIMIT", 5, { min: 2, max: 10 }),
     shareIdleWaitMs: r.int("SHOAL_SHARE_IDLE_WAIT_MS", 100, { min: 10, max: 2_000 }),
     shareIdleJitter: r.bool("SHOAL_SHARE_IDLE_JITTER", true),
+    shareHeadsMs: r.int("SHOAL_SHARE_HEADS_MS", 0, { min: 0, max: 60_000 }),
     shareWake: r.bool("SHOAL_SHARE_WAKE", false),
     // Work in hand under which a busy worker takes more: the other threads' batches plus a short
     // look-ahead (bench:intake: 2048 let a worker running a long batch take jobs an idle one could

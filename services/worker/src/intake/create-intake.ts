@@ -92,6 +92,7 @@ function createPoolIntake(deps: IntakeDeps): JobIntake {
     deliveryLimit: config.shareDeliveryLimit,
     idleWaitMs: config.shareIdleWaitMs,
     idleJitter: config.shareIdleJitter,
+    headsMaxAgeMs: config.shareHeadsMs,
     onGiveBack: (why) => deps.metrics.shareGivenBack.inc({ why }),
     ...(deps.wake && config.shareWake ? { wake: deps.wake } : {}),
     logger: deps.logger,

@@ -1,6 +1,15 @@
 import { WAKE_HEADER, type LaneName, type Logger } from "@shoal/common";
-import { createShareConsumer, KafkaSecurityError, type KafkaSecurityOptions, type ShareConsumer, type ShareRecord } from "@shoal/kafka-share";
+import {
+  createLagReader,
+  createShareConsumer,
+  KafkaSecurityError,
+  type KafkaSecurityOptions,
+  type LagReader,
+  type ShareConsumer,
+  type ShareRecord,
+} from "@shoal/kafka-share";
 import type { Delivery, IntakeHandler, JobIntake, RecordHeaders, Settlement } from "./intake.ts";
+import { QueueHeads } from "./queue-heads.ts";
 
 export interface ShareIntakeOptions {
   readonly brokers: readonly string[];
@@ -51,6 +60,13 @@ export interface ShareIntakeOptions {
    * it the job waits for some worker's waiting fetch to run out (up to 1.5 × idleWaitMs).
    */
   readonly wake?: (topic: string, partition: number) => Promise<void>;
+  /**
+   * Per-model pools: a busy worker takes next the model whose oldest job was written first (the
+   * central queue's order) instead of the next model in its own rotation, from a view of every
+   * model topic's head (DescribeShareGroupOffsets, then one Fetch of the records at the start
+   * offsets) at most this old; read again before a choice when older. 0 (default): the rotation.
+   */
+  readonly headsMaxAgeMs?: number;
   readonly logger: Logger;
 }
 
@@ -76,6 +92,8 @@ interface Step {
   next: number;
   /** The step found jobs last time: look again at once rather than wait. */
   busy: boolean;
+  /** Model steps with headsMaxAgeMs: the model queues' heads (see busyOrder). */
+  heads?: QueueHeads<Member>;
 }
 
 /** How long a later step's waiting fetch waits at the broker while the worker holds jobs (see pull). */
@@ -125,6 +143,11 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   const laterIdleWaitMs = opts.laterIdleWaitMs ?? 2_000;
   const giveBack = opts.onGiveBack;
   const writeWakeMarker = opts.wake;
+  const headsMaxAgeMs = opts.headsMaxAgeMs ?? 0;
+  const headReader: LagReader | undefined =
+    headsMaxAgeMs > 0
+      ? createLagReader({ brokers: opts.brokers, clientId: `${opts.clientId}-heads`, ...(opts.security ? { security: opts.security } : {}) })
+      : undefined;
   const members: Member[] = opts.topics.map(({ topic, lane, model }, i) => {
     const member = createShareConsumer({
       brokers: opts.brokers,
@@ -154,6 +177,19 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   }
   // Workers start their rounds at different models.
   for (const step of steps) step.next = Math.floor(Math.random() * step.members.length);
+  for (const step of steps) {
+    if (headReader === undefined || step.members.length < 2) continue;
+    const topics = step.members.map((m) => m.topic);
+    step.heads = new QueueHeads<Member>({
+      read: async () => {
+        const read = await headReader.shareGroupHeads(opts.groupId, topics);
+        return new Map(step.members.map((m) => [m, read.get(m.topic) ?? { waiting: 0 }]));
+      },
+      maxAgeMs: headsMaxAgeMs,
+      wanted: () => running && !paused && step.busy,
+      onError: (err) => log.debug({ err }, "could not read the model queues' heads; keeping the last view"),
+    });
+  }
   const held = new Set<Held>();
   /** Waiting fetches of model steps still at the broker (stop() lets them end before closing). */
   const polling = new Set<Promise<void>>();
@@ -355,6 +391,20 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   }
 
   /**
+   * The order a busy worker asks a model step's topics in: its own rotation from step.next (so no
+   * model starves), or with headsMaxAgeMs the models whose head record was written first, oldest
+   * first, as the central queue serves them (a rotation leaves a popular model's jobs waiting for
+   * some worker's turn to come round: bench:dispatch); see QueueHeads.
+   */
+  function busyOrder(step: Step): Member[] {
+    const n = step.members.length;
+    const rotation = Array.from({ length: n }, (_, k) => step.members[(step.next + k) % n]!);
+    if (step.heads === undefined) return rotation;
+    step.heads.refresh();
+    return step.heads.order(rotation);
+  }
+
+  /**
    * One model's jobs at a time from a per-model pool's topics (one member each: the share assignor
    * would otherwise spread the topics over the workers). A fetch over several models hands a
    * worker one job of each, i.e. one call per model, where one model's waiting jobs would have
@@ -377,13 +427,14 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       }
     if (took > 0) return took;
     if (step.busy) {
-      const n = step.members.length;
-      for (let k = 0; k < n && running && !paused; k++) {
-        const m = step.members[(step.next + k) % n]!;
+      for (const m of busyOrder(step)) {
+        if (!running || paused) break;
         if (filled.has(m)) continue;
+        const asked = roomFor(step) > 0 && !m.polling;
         const got = await fill(step, m);
+        if (asked) step.heads?.taken(m, got);
         if (got > 0) {
-          step.next = (step.next + k + 1) % n;
+          step.next = (step.members.indexOf(m) + 1) % step.members.length;
           return got;
         }
       }
@@ -523,6 +574,8 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       if (held.size > 0) log.info({ unsettled: held.size }, "releasing unsettled jobs to the share group");
       await Promise.all(members.map((m) => m.member.close()));
       await Promise.all(polling);
+      for (const step of steps) step.heads?.close();
+      await headReader?.close();
     },
   };
 }
