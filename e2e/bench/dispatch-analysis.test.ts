@@ -34,3 +34,16 @@ test("arms: routed ones carry SHOAL_DISPATCH, their options and a twin of the sa
   assert.equal(ll!.twin.name, "least-loaded R=50ms +own rand");
   assert.throws(() => parseArms("fastest", 2), /unknown arm 'fastest'/);
 });
+
+test("arms on a dilated run: a routed arm's refresh and status intervals are in device time, stretched like the device's costs", () => {
+  const [ll, p2c, rr] = parseArms("least-loaded@SHOAL_DISPATCH_REFRESH_MS=50,p2c@SHOAL_DISPATCH_REFRESH_MS=0,round-robin", 3, 40);
+  assert.equal(ll!.gatewayEnv["SHOAL_DISPATCH_REFRESH_MS"], "2000");
+  assert.equal(ll!.workerEnv["SHOAL_STATUS_INTERVAL_MS"], "2000");
+  assert.equal(ll!.twin.name, "least-loaded R=2000ms +own first");
+  // A board read before every job: as fresh as the workers' status, 20 ms of device time at the least.
+  assert.equal(p2c!.gatewayEnv["SHOAL_DISPATCH_REFRESH_MS"], "0");
+  assert.equal(p2c!.workerEnv["SHOAL_STATUS_INTERVAL_MS"], "800");
+  // The status interval stretched too (SIE's early router pushes every 200 ms of its device's time).
+  assert.equal(rr!.workerEnv["SHOAL_STATUS_INTERVAL_MS"], "8000");
+  assert.equal(rr!.gatewayEnv["SHOAL_DISPATCH_REFRESH_MS"], undefined); // round robin reads no board
+});

@@ -38,9 +38,15 @@ function kv(spec: string | undefined): Record<string, string> {
 
 /**
  * Parses `share,group,least-loaded@SHOAL_DISPATCH_REFRESH_MS=50+SHOAL_DISPATCH_TIES=random`.
+ *
+ * `routerTimeScale` (the run's time dilation, or 1): a routed arm's board refresh is given in the
+ * emulated device's time, so the gateway refreshes its view and the workers publish their load
+ * that many times less often, and the twin likewise. A dilated run stretches every device cost;
+ * a router's staleness has to stretch with them, or a 50 ms board on a ×40 run would be a
+ * 1.25 ms board on the device it emulates. Kafka's own latency cannot be stretched (see the README).
  * @throws Error naming the known arms for an unknown one
  */
-export function parseArms(list: string, workers: number): DispatchArm[] {
+export function parseArms(list: string, workers: number, routerTimeScale = 1): DispatchArm[] {
   return list.split(",").map((raw) => {
     const spec = raw.trim();
     const [base, extra] = spec.split("@") as [string, string | undefined];
@@ -73,8 +79,9 @@ export function parseArms(list: string, workers: number): DispatchArm[] {
         routed: false,
       };
     if (!(ARM_NAMES as readonly string[]).includes(base)) throw new Error(`unknown arm '${base}' (known: ${ARM_NAMES.join(", ")}; routed ones take @K=V+K=V)`);
-    const gatewayEnv: Record<string, string> = { SHOAL_DISPATCH: base, ...options };
-    const refreshMs = Number(gatewayEnv["SHOAL_DISPATCH_REFRESH_MS"] ?? 200);
+    const refreshMs = Number(options["SHOAL_DISPATCH_REFRESH_MS"] ?? 200) * routerTimeScale;
+    const refreshed = base === "least-loaded" || base === "p2c" || base === "sie-direct";
+    const gatewayEnv: Record<string, string> = { SHOAL_DISPATCH: base, ...options, ...(refreshed ? { SHOAL_DISPATCH_REFRESH_MS: String(refreshMs) } : {}) };
     const countOwn = !/^(0|false|no|off)$/i.test(gatewayEnv["SHOAL_DISPATCH_COUNT_OWN"] ?? "1");
     const ties = gatewayEnv["SHOAL_DISPATCH_TIES"] === "random" ? "random" : "first";
     const metric = gatewayEnv["SHOAL_DISPATCH_METRIC"] === "queue-depth" ? "queue-depth" : "pending-tokens";
@@ -89,7 +96,7 @@ export function parseArms(list: string, workers: number): DispatchArm[] {
               ? directRouter({ refreshMs })
               : partitioned();
     // Workers push their load at least as often as the board is read (SIE's early router: every 200 ms).
-    const statusMs = Math.min(200, Math.max(20, refreshMs === 0 ? 20 : refreshMs));
+    const statusMs = Math.min(200 * routerTimeScale, Math.max(20 * routerTimeScale, refreshMs === 0 ? 20 * routerTimeScale : refreshMs));
     return {
       name: spec,
       intake: "share",

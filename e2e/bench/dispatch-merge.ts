@@ -4,6 +4,8 @@
  *
  *   node --import tsx e2e/bench/dispatch-merge.ts a.json b.json --json all.json --chart all.svg
  *
+ * With one file it prints that run's report again (with the report code of today).
+ *
  * Refuses results whose trace, workers, runtime, models or SLOs differ: only arms offered the
  * same work are comparable.
  */
@@ -13,8 +15,8 @@ import { dispatchChartSvg } from "./dispatch-chart.ts";
 import { readInfinity, reportLines, writeInfinity, type DispatchResults } from "./dispatch-report.ts";
 
 const { values, positionals } = parseArgs({ allowPositionals: true, options: { json: { type: "string" }, chart: { type: "string" } } });
-if (positionals.length < 2) {
-  console.error("usage: dispatch-merge.ts a.json b.json [...] [--json out.json] [--chart out.svg]");
+if (positionals.length < 1) {
+  console.error("usage: dispatch-merge.ts a.json [b.json ...] [--json out.json] [--chart out.svg]");
   process.exit(2);
 }
 const runs = await Promise.all(positionals.map(async (p) => JSON.parse(await readFile(p, "utf8"), readInfinity) as DispatchResults));

@@ -99,6 +99,18 @@ export function bestRouted(r: DispatchResults): { name: string; knee: Knee }[] {
   });
 }
 
+/** Per SLO, the routed arm whose DES twin has the highest knee (undefined without routed arms). */
+function bestRoutedTwins(r: DispatchResults, twins: readonly Knee[][]): Array<{ name: string; knee: number } | undefined> {
+  return r.slos.map((_, s) => {
+    let best: { name: string; knee: number } | undefined;
+    r.arms.forEach((a, i) => {
+      const k = twins[i]![s]!.load;
+      if (a.routed && (best === undefined || k > best.knee)) best = { name: a.name, knee: k };
+    });
+    return best;
+  });
+}
+
 /** The printed report (markdown tables). */
 export function reportLines(r: DispatchResults): string[] {
   // The shared queue is the reference whatever the arms' order (a routed arm may run first, as a warm-up).
@@ -137,6 +149,10 @@ export function reportLines(r: DispatchResults): string[] {
       .filter(({ a }) => a.family === "sie-direct")
       .map(({ a, i }) => `| ${ref.name} ÷ ${a.name} | ${knees[i]!.map((k, s) => ratio(refKnees[s]!.load, k.load)).join(" | ")} |`),
     `| ${ref.name} ÷ its ideal (DES central queue, same trace and costs) | ${refKnees.map((k, s) => ratio(k.load, twins[refIndex]![s]!.load)).join(" | ")} |`,
+    // The bound: what no dispatch can beat on this trace, against the routers' own twins.
+    `| bound: the ideal ÷ the best routed arm's DES twin (loads swept) | ${bestRoutedTwins(r, twins)
+      .map((b, s) => (b ? `${ratio(twins[refIndex]![s]!.load, b.knee)} (${b.name})` : "—"))
+      .join(" | ")} |`,
     "",
     "Every point, live vs its discrete-event twin (same trace, same router code, same models, live path latency added):",
     "",

@@ -75,6 +75,7 @@ const { values: args } = parseArgs({
     "max-lag": { type: "string", default: "0.05" },
     json: { type: "string" },
     chart: { type: "string" },
+    "router-time": { type: "string", default: "device" },
   },
 });
 const QUICK = args.quick;
@@ -94,7 +95,10 @@ const PROFILE = simProfile(args.profile);
 const DILATION = Number(args.dilation);
 const MAX_LAG = Number(args["max-lag"]);
 const SLO_MULTIPLES = [5, 10, 20];
-const ARMS = parseArms(args.arms, WORKERS);
+const ROUTER_TIME = args["router-time"];
+if (ROUTER_TIME !== "device" && ROUTER_TIME !== "wall") throw new Error(`--router-time is device (default) or wall, not ${ROUTER_TIME}`);
+/** Routers' refresh and status intervals in the emulated device's time (×dilation), or as given (wall: the runs before 2026-12-05's). */
+const ARMS = parseArms(args.arms, WORKERS, ROUTER_TIME === "device" ? DILATION : 1);
 // A worker tuned for its hardware sets its per-call overhead to the profile's a ÷ b (as bench:dispatch-sim does).
 const BATCHING = { ...WORKER_BATCHING, perCallOverheadTokens: Math.round(PROFILE.aMs / Math.max(PROFILE.bMsPerToken, 1e-9)) };
 const COST = { aMs: PROFILE.aMs * DILATION, bMsPerToken: PROFILE.bMsPerToken * DILATION, cMsPerToken2: PROFILE.cMsPerToken2 * DILATION };
@@ -130,7 +134,9 @@ const rateAt = (load: number): number => (load * WORKERS * 1000) / WORK_PER_REQU
 const SLOS = SLO_MULTIPLES.map((k) => ({ k, ms: k * LONE_MEDIAN_MS }));
 const LOOSEST_MS = Math.max(...SLOS.map((s) => s.ms));
 const PATH_PROBE_TOKENS = 16;
-const RUNTIME_LABEL = REAL ? `onnxruntime-node (real compute; DES twin and loads sized by ${PROFILE.id})` : `simulated:${PROFILE.id} x${DILATION}`;
+const RUNTIME_LABEL = REAL
+  ? `onnxruntime-node (real compute; DES twin and loads sized by ${PROFILE.id})`
+  : `simulated:${PROFILE.id} x${DILATION}${ROUTER_TIME === "device" && DILATION !== 1 ? ` (router refresh and status intervals x${DILATION} too)` : ""}`;
 if (REAL && (DILATION !== 1 || PROFILE.id !== "cpu-minilm")) throw new Error("--real runs the CPU model itself: use the cpu-minilm profile, dilation 1");
 
 /** The DES twin of a point: the same trace and models, the same router, the live path's fixed latency. */
