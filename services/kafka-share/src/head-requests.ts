@@ -10,7 +10,7 @@
  */
 import { fetchV17, type RecordsBatch } from "@platformatic/kafka";
 import { ErrorCode } from "./errors.ts";
-import type { RoundContext } from "./lag-requests.ts";
+import { decoded, type RoundContext } from "./lag-requests.ts";
 import { partitionKey } from "./lag-math.ts";
 
 /** A partition whose head is asked for: the group's start offset and lag there. */
@@ -98,11 +98,7 @@ export async function readHeads(ctx: RoundContext, needs: readonly HeadNeed[]): 
       const conn = await c.connection(leader, "fetch");
       ctx.count("Fetch");
       // No wait, no minimum, no fetch session (epoch -1), read uncommitted: what a share group reads.
-      const res = await fetchV17.api.async(conn, 0, 0, HEAD_PARTITION_BYTES * ns.length, 0, 0, -1, topics, [], "").catch((err: unknown) => {
-        const response = (err as { response?: fetchV17.FetchResponse }).response;
-        if (response === undefined) throw err;
-        return response;
-      });
+      const res = await decoded(fetchV17.api.async(conn, 0, 0, HEAD_PARTITION_BYTES * ns.length, 0, 0, -1, topics, [], ""));
       for (const t of res.responses) {
         const name = c.topicById(t.topicId)?.name;
         if (name === undefined) continue;

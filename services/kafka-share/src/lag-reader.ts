@@ -39,8 +39,9 @@ export interface LagReader {
   shareGroupLag(groupId: string, topics: readonly string[]): Promise<Map<string, number>>;
   /**
    * shareGroupLag with, per topic, when its oldest record not yet settled by the group was written
-   * (the head: waiting, or held by a member): one more Fetch per partition leader, of the batch at
-   * the group's start offset. For a worker that takes the model whose jobs waited longest.
+   * (the head: waiting, or held by a member): one more Fetch per partition leader, from the group's
+   * start offset, read at high watermark − lag (head-requests.ts). For a worker that takes the
+   * model whose jobs waited longest.
    */
   shareGroupHeads(groupId: string, topics: readonly string[]): Promise<Map<string, QueueHead>>;
   /** Records waiting for consumer group `groupId` per topic: high watermark − commit, from the low watermark without one. */

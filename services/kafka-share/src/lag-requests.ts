@@ -57,7 +57,7 @@ const LATEST = -1n;
 const EARLIEST = -2n;
 
 /** platformatic's APIs throw on a non-zero code with the decoded response attached: take it. */
-async function decoded<T>(request: Promise<T>): Promise<T> {
+export async function decoded<T>(request: Promise<T>): Promise<T> {
   try {
     return await request;
   } catch (err) {

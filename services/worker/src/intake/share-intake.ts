@@ -63,8 +63,8 @@ export interface ShareIntakeOptions {
   /**
    * Per-model pools: a busy worker takes next the model whose oldest job was written first (the
    * central queue's order) instead of the next model in its own rotation, from a view of every
-   * model topic's head (DescribeShareGroupOffsets, then one Fetch of the records at the start
-   * offsets) at most this old; read again before a choice when older. 0 (default): the rotation.
+   * model topic's head (shareGroupHeads) read in the background, a new read starting this long
+   * after the last ended while the worker is busy (see QueueHeads). 0 (default): the rotation.
    */
   readonly headsMaxAgeMs?: number;
   readonly logger: Logger;
