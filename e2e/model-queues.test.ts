@@ -19,6 +19,8 @@ interface Outcome {
   readonly worker: string;
   readonly code: string;
   readonly values: number[];
+  /** Times the queue handed the job to a worker (the `shoal-deliveries` header). */
+  readonly deliveries: number;
 }
 
 /** One gRPC client (one HTTP/2 connection) per gateway, as a service calling Shoal would hold. */
@@ -29,11 +31,16 @@ async function embed(cluster: TestCluster, model: string, text: string, lane = L
   if (!clients.has(url)) clients.set(url, clientsFor(url, "grpc"));
   const { inference } = clients.get(url)!;
   let worker = "";
+  let deliveries = 0;
+  const onHeader = (h: Headers): void => {
+    worker = h.get("shoal-worker") ?? "";
+    deliveries = Number(h.get("shoal-deliveries") ?? 0);
+  };
   try {
-    const res = await inference.embed({ model, inputs: [text], lane }, { timeoutMs: 90_000, onHeader: (h) => (worker = h.get("shoal-worker") ?? "") });
-    return { model, worker, code: "OK", values: res.embeddings[0]!.values };
+    const res = await inference.embed({ model, inputs: [text], lane }, { timeoutMs: 90_000, onHeader });
+    return { model, worker, code: "OK", values: res.embeddings[0]!.values, deliveries };
   } catch (err) {
-    return { model, worker, code: Code[ConnectError.from(err).code] ?? "?", values: [] };
+    return { model, worker, code: Code[ConnectError.from(err).code] ?? "?", values: [], deliveries };
   }
 }
 
@@ -139,5 +146,52 @@ describe("per-model jobs topics: a shared queue per model", () => {
       [],
     );
     assert.ok(new Set(outcomes.map((o) => o.worker)).size >= 3, "the joining worker answered too");
+  });
+
+  test("give-backs (SHOAL_SHARE_WAKE, _GIVE_BACK_REST_MS, _GIVE_BACKS=2): fan-outs that land on one busy worker are handed on and answered, never dead-lettered", async () => {
+    // Simulated devices, so a job computes for ~50 ms: a worker that took one call of a fan-out is
+    // still busy when the others reach its waiting fetches, and gives them back.
+    const dir = await ensureModel("mini");
+    const cluster = await startCluster({
+      workers: 3,
+      presets: [],
+      entries: MODELS.map((id) => ({ dir, fields: { id } })),
+      intake: "share",
+      jobTopics: "per-model",
+      workerEnv: {
+        SHOAL_RUNTIME: "simulated:gpu-a100-bert",
+        SHOAL_SIM_DILATION: "100",
+        SHOAL_SIM_LOAD_MS: "1",
+        SHOAL_INFERENCE_THREADS: "1",
+        SHOAL_SHARE_WAKE: "1",
+        SHOAL_SHARE_GIVE_BACK_REST_MS: "50",
+        SHOAL_SHARE_GIVE_BACKS: "2",
+      },
+    });
+    cleanup.push(() => cluster.stop());
+    const outcomes: Outcome[] = [];
+    // Fan-outs of the three models at once, from idle workers, until some job was handed on twice.
+    for (let round = 0; round < 30; round++) {
+      outcomes.push(...(await Promise.all(MODELS.map((m, i) => embed(cluster, m, text(round * 3 + i))))));
+      if (round >= 9 && outcomes.some((o) => o.deliveries >= 3)) break;
+      await new Promise((r) => setTimeout(r, 150));
+    }
+    const counts = outcomes.map((o) => o.deliveries);
+    console.log(`deliveries per call: ${JSON.stringify(Object.fromEntries([1, 2, 3].map((n) => [n, counts.filter((c) => c === n).length])))}`);
+    assert.deepEqual(
+      outcomes.filter((o) => o.code !== "OK").map((o) => o.code),
+      [],
+    );
+    // A job given back twice runs on its third delivery: never more (the limit is 5, and the
+    // lifecycle dead-letters at 4), never fewer than one.
+    assert.ok(
+      counts.every((c) => c >= 1 && c <= 3),
+      `deliveries within 1-3: ${counts.join(",")}`,
+    );
+    assert.ok(
+      counts.some((c) => c >= 2),
+      "some call of a fan-out was given back and answered by the next worker",
+    );
+    assert.ok(new Set(outcomes.map((o) => o.worker)).size === 3, "every worker answered");
   });
 });

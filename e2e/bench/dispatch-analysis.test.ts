@@ -43,6 +43,9 @@ test("arms on a dilated run: a routed arm's refresh and status intervals are in 
   // A board read before every job: as fresh as the workers' status, 20 ms of device time at the least.
   assert.equal(p2c!.gatewayEnv["SHOAL_DISPATCH_REFRESH_MS"], "0");
   assert.equal(p2c!.workerEnv["SHOAL_STATUS_INTERVAL_MS"], "800");
+  // The twin's board is as stale as the live one: the devices publish on the workers' interval.
+  assert.equal(p2c!.statusMs, 800);
+  assert.equal(ll!.statusMs, 2000);
   // The status interval stretched too (SIE's early router pushes every 200 ms of its device's time).
   assert.equal(rr!.workerEnv["SHOAL_STATUS_INTERVAL_MS"], "8000");
   assert.equal(rr!.gatewayEnv["SHOAL_DISPATCH_REFRESH_MS"], undefined); // round robin reads no board

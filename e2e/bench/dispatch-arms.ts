@@ -18,6 +18,8 @@ export interface DispatchArm {
   readonly workerEnv: Readonly<Record<string, string>>;
   /** The same policy in the simulation. */
   readonly twin: DispatchPolicy;
+  /** Routed arms: how often the workers publish their load, ms (the twin's board is as stale: simulate's statusMs). */
+  readonly statusMs?: number;
   readonly routed: boolean;
 }
 
@@ -106,6 +108,7 @@ export function parseArms(list: string, workers: number, routerTimeScale = 1): D
       // The options go to the workers too (the gateway's SHOAL_DISPATCH_* mean nothing there), so a worker setting can be an ablation of a routed arm.
       workerEnv: { ...options, SHOAL_ROUTED_INTAKE: "1", SHOAL_STATUS_INTERVAL_MS: String(statusMs) },
       twin,
+      statusMs,
       routed: true,
     };
   });

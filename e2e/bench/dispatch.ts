@@ -140,10 +140,15 @@ const RUNTIME_LABEL = REAL
 if (REAL && (DILATION !== 1 || PROFILE.id !== "cpu-minilm")) throw new Error("--real runs the CPU model itself: use the cpu-minilm profile, dilation 1");
 
 /** The DES twin of a point: the same trace and models, the same router, the live path's fixed latency. */
-function twinOf(arm: DispatchArm, trace: Trace, pathMs: number): { point: LoadPoint; busy: number; useful: number; jobP99ByModelMs: number[] } {
-  const r = simulate({ trace, devices: WORKERS, cost: COST, policy: arm.twin, batching: BATCHING, seed: SEED, pathMs });
+function twinOf(
+  arm: DispatchArm,
+  trace: Trace,
+  pathMs: number,
+): { point: LoadPoint; busy: number; useful: number; jobP99ByModelMs: number[]; latenciesMs: Float64Array } {
+  const r = simulate({ trace, devices: WORKERS, cost: COST, policy: arm.twin, batching: BATCHING, seed: SEED, pathMs, statusMs: arm.statusMs ?? 0 });
   return {
     jobP99ByModelMs: reference.models.map((m) => r.latency[m.id]?.p99Ms ?? Number.NaN),
+    latenciesMs: r.latenciesMs,
     point: {
       load: 0,
       jobs: r.jobs,
@@ -173,10 +178,43 @@ async function deviceCounters(urls: readonly string[]): Promise<{ seconds: numbe
   };
 }
 
+/** One answered call's timing (queue: gateway enqueue → batch start; deliveries: times a worker was handed it). */
+interface CallTiming {
+  readonly queueMs: number;
+  readonly heldMs: number;
+  readonly inferenceMs: number;
+  readonly totalMs: number;
+  readonly deliveries: number;
+}
+
+/**
+ * Calls handed to a worker more than once (given back, or lost) against the rest: how many, and
+ * each group's latency over its DES twin's (same job), p50 and p99: where the live tail comes from.
+ */
+function redeliveredCalls(
+  latencies: readonly (number | undefined)[],
+  timings: readonly (CallTiming | undefined)[],
+  twinMs: Float64Array,
+): { calls: number; excessOnceMs: [number, number]; excessRedeliveredMs: [number, number]; heldRedeliveredMs: number } {
+  const once: number[] = [];
+  const again: number[] = [];
+  const held: number[] = [];
+  latencies.forEach((l, i) => {
+    const t = timings[i];
+    if (l === undefined || t === undefined || !Number.isFinite(twinMs[i]!)) return;
+    if (t.deliveries > 1) {
+      again.push(l - twinMs[i]!);
+      held.push(t.heldMs);
+    } else once.push(l - twinMs[i]!);
+  });
+  const p = (xs: number[]): [number, number] => [percentile(xs, 50), percentile(xs, 99)];
+  return { calls: again.length, excessOnceMs: p(once), excessRedeliveredMs: p(again), heldRedeliveredMs: percentile(held, 50) };
+}
+
 /** Median breakdown of the slowest 1% of answered calls: where the tail's time went. */
 function slowestCalls(
   latencies: readonly (number | undefined)[],
-  timings: readonly ({ queueMs: number; heldMs: number; inferenceMs: number; totalMs: number } | undefined)[],
+  timings: readonly (CallTiming | undefined)[],
 ): { calls: number; clientMs: number; totalMs: number; queueMs: number; heldMs: number; inferenceMs: number } {
   const answered = latencies.flatMap((l, i) => (l !== undefined && timings[i] ? [{ l, t: timings[i]! }] : [])).sort((a, b) => b.l - a.l);
   const tail = answered.slice(0, Math.max(1, Math.ceil(answered.length / 100)));
@@ -265,7 +303,7 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
       const before = await deviceCounters(metricsUrls);
       const latencies: (number | undefined)[] = new Array(trace.jobs.length).fill(undefined);
       /** Each answered call's own timing (queue: gateway enqueue → batch start), for the tail's breakdown. */
-      const timings: ({ queueMs: number; heldMs: number; inferenceMs: number; totalMs: number } | undefined)[] = new Array(trace.jobs.length).fill(undefined);
+      const timings: (CallTiming | undefined)[] = new Array(trace.jobs.length).fill(undefined);
       let lastAnswerMs = 0;
       let inFlight = 0;
       let failed = 0;
@@ -286,7 +324,13 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
             (res) => {
               const doneMs = performance.now() - t0;
               if (res.timing)
-                timings[i] = { queueMs: res.timing.queueMs, heldMs: res.timing.heldMs, inferenceMs: res.timing.inferenceMs, totalMs: res.timing.totalMs };
+                timings[i] = {
+                  queueMs: res.timing.queueMs,
+                  heldMs: res.timing.heldMs,
+                  inferenceMs: res.timing.inferenceMs,
+                  totalMs: res.timing.totalMs,
+                  deliveries: res.timing.deliveries,
+                };
               latencies[i] = doneMs - job.arrivalMs;
               lastAnswerMs = Math.max(lastAnswerMs, doneMs);
               inFlight--;
@@ -326,6 +370,13 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
       const slowest = slowestCalls(latencies, timings);
       log(
         `     jobs given back unrun by the share intake: ${after.givenBack - before.givenBack}; slowest 1% of calls (${slowest.calls}), medians: client ${fmtMs(slowest.clientMs)}, gateway ${fmtMs(slowest.totalMs)}, of which queue ${fmtMs(slowest.queueMs)} (held by the worker ${fmtMs(slowest.heldMs)}) and inference ${fmtMs(slowest.inferenceMs)} ms`,
+      );
+      const again = redeliveredCalls(latencies, timings, twin.latenciesMs);
+      log(
+        `     calls over their DES twin, p50/p99: delivered once ${fmtMs(again.excessOnceMs[0])}/${fmtMs(again.excessOnceMs[1])} ms; ` +
+          (again.calls === 0
+            ? "none delivered again"
+            : `delivered again (${again.calls}) ${fmtMs(again.excessRedeliveredMs[0])}/${fmtMs(again.excessRedeliveredMs[1])} ms, held by the last worker ${fmtMs(again.heldRedeliveredMs)} ms (median)`),
       );
       log(
         `     job p99 by model, most popular first, live | DES: ${point.jobP99ByModelMs.map(fmtMs).join("/")} | ${point.twinJobP99ByModelMs.map(fmtMs).join("/")} ms`,

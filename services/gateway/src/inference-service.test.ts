@@ -77,7 +77,7 @@ function harness() {
             jobId: envelope.jobId,
             status: JobStatus.OK,
             workerId: "w-1",
-            timings: { queueMs: 1, tokenizeMs: 2, inferenceMs: 3 },
+            timings: { queueMs: 1, tokenizeMs: 2, inferenceMs: 3, deliveries: 2 },
             output: worker(envelope),
           }),
         ),
@@ -169,6 +169,9 @@ describe("InferenceService handlers over a stand-in queue (real PendingJobs and 
     assert.equal(ctx.responseHeader.get("shoal-worker"), "w-1");
     assert.equal(ctx.responseHeader.get("shoal-inference-ms"), "3.00");
     assert.equal(res.timing?.queueMs, 1);
+    // A job handed out twice (given back once) says so, in the Timing and a header.
+    assert.equal(res.timing?.deliveries, 2);
+    assert.equal(ctx.responseHeader.get("shoal-deliveries"), "2");
   });
 
   test("Rerank: pairs go to the worker; results sorted, top_k applied, documents copied, usage summed", async () => {

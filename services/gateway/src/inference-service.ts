@@ -167,6 +167,7 @@ function setTimingHeaders(ctx: HandlerContext, result: JobResult, totalMs: numbe
   const t = result.timings;
   ctx.responseHeader.set("shoal-queue-ms", (t?.queueMs ?? 0).toFixed(2));
   ctx.responseHeader.set("shoal-held-ms", (t?.heldMs ?? 0).toFixed(2));
+  ctx.responseHeader.set("shoal-deliveries", String(t?.deliveries ?? 0));
   ctx.responseHeader.set("shoal-tokenize-ms", (t?.tokenizeMs ?? 0).toFixed(2));
   ctx.responseHeader.set("shoal-inference-ms", (t?.inferenceMs ?? 0).toFixed(2));
   ctx.responseHeader.set("shoal-total-ms", totalMs.toFixed(2));
@@ -227,6 +228,7 @@ function finish(ctx: HandlerContext, result: JobResult, started: number): Messag
   return {
     queueMs: result.timings?.queueMs ?? 0,
     heldMs: result.timings?.heldMs ?? 0,
+    deliveries: result.timings?.deliveries ?? 0,
     tokenizeMs: result.timings?.tokenizeMs ?? 0,
     inferenceMs: result.timings?.inferenceMs ?? 0,
     totalMs,

@@ -51,6 +51,24 @@ describe("discrete-event simulation", () => {
     assert.throws(() => sharedQueue({ mixedTakeTokens: 0 }), /mixedTakeTokens/);
   });
 
+  it("statusMs: a router reads what the devices last published; a board read before every job herds onto the device that looked idle", () => {
+    // Jobs at 0, 1, 2, 3 ms on two devices: device 1 publishes at 50 ms, device 0 at 0 and 100 ms.
+    const trace = manualTrace([0, 1, 2, 3]);
+    const r0 = leastLoaded({ refreshMs: 0, countOwnSends: true, ties: "first" });
+    const fresh = simulate({ trace, devices: 2, cost: flat10, policy: r0 });
+    // True loads: the jobs alternate, so both devices run (first batch of one job each).
+    assert.deepEqual([...fresh.latenciesMs], [10, 10, 18, 18]);
+    const stale = simulate({ trace, devices: 2, cost: flat10, policy: leastLoaded({ refreshMs: 0, countOwnSends: true, ties: "first" }), statusMs: 100 });
+    // Both boards read idle (nothing published yet but zeros) and each read clears the own-send
+    // counts: every job goes to device 0, and device 1 never runs.
+    assert.deepEqual([...stale.latenciesMs], [10, 19, 18, 17]);
+    assert.equal(stale.busyFraction[1], 0);
+    // A shared queue reads no board: unchanged.
+    const shared = simulate({ trace, devices: 2, cost: flat10, policy: sharedQueue(), statusMs: 100 });
+    assert.deepEqual([...shared.latenciesMs], [...simulate({ trace, devices: 2, cost: flat10, policy: sharedQueue() }).latenciesMs]);
+    assert.throws(() => simulate({ trace, devices: 1, cost: flat10, policy: sharedQueue(), statusMs: -1 }), /statusMs/);
+  });
+
   it("pathMs adds the live path's fixed latency to every answer, not to device time", () => {
     const r = simulate({ trace: manualTrace([0, 5, 30]), devices: 1, cost: flat10, policy: sharedQueue(), pathMs: 7 });
     assert.deepEqual([...r.latenciesMs], [17, 22, 17]);

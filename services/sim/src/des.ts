@@ -47,6 +47,13 @@ export interface SimOptions {
    * the device on a lone job — gateway, Kafka produce and fetch, reply — measured, not fitted.
    */
   readonly pathMs?: number;
+  /**
+   * Routed policies: how often each device publishes its load, ms (default 0: routers read the
+   * devices' true load). A live router's board is only as fresh as the workers' status messages
+   * (SHOAL_STATUS_INTERVAL_MS): with this set, each device publishes every statusMs, their phases
+   * spread evenly, and a router reads the last published loads.
+   */
+  readonly statusMs?: number;
 }
 
 /** What a run measured. */
@@ -88,7 +95,11 @@ interface Device {
   readonly resident: number[];
 }
 
-type SimEvent = { readonly type: "done"; readonly device: Device } | { readonly type: "wake"; readonly device: Device } | { readonly type: "refresh" };
+type SimEvent =
+  | { readonly type: "done"; readonly device: Device }
+  | { readonly type: "wake"; readonly device: Device }
+  | { readonly type: "status"; readonly device: Device }
+  | { readonly type: "refresh" };
 
 /** Runs the trace through the devices under the policy. */
 export function simulate(opts: SimOptions): SimResult {
@@ -100,6 +111,8 @@ export function simulate(opts: SimOptions): SimResult {
   const loadMs = opts.loadMs ?? 0;
   const pathMs = opts.pathMs ?? 0;
   if (!(pathMs >= 0)) throw new RangeError(`pathMs must be >= 0 (got ${pathMs})`);
+  const statusMs = opts.statusMs ?? 0;
+  if (!(statusMs >= 0)) throw new RangeError(`statusMs must be >= 0 (got ${statusMs})`);
   const horizon = trace.durationMs + (opts.drainMs ?? Math.max(1_000, trace.durationMs * 0.1));
   const jobs = trace.jobs;
 
@@ -130,8 +143,16 @@ export function simulate(opts: SimOptions): SimResult {
   let batches = 0;
   let lastDone = 0;
 
-  const loadsView = (): DeviceLoad[] =>
-    devices.map((d) => ({ queuedJobs: d.queue.jobs, queuedTokens: d.queue.tokens, runningJobs: d.runningJobs, runningTokens: d.runningTokens }));
+  const loadOf = (d: Device): DeviceLoad => ({
+    queuedJobs: d.queue.jobs,
+    queuedTokens: d.queue.tokens,
+    runningJobs: d.runningJobs,
+    runningTokens: d.runningTokens,
+  });
+  /** What each device last published (statusMs > 0); idle before its first message. */
+  const published: DeviceLoad[] = devices.map(() => ({ queuedJobs: 0, queuedTokens: 0, runningJobs: 0, runningTokens: 0 }));
+  /** The load a router sees: the devices' own, or what they last published. */
+  const loadsView = (): DeviceLoad[] => (statusMs > 0 ? published.slice() : devices.map(loadOf));
 
   /** Whether a device went idle while jobs waited, after `arrival` and at or before `now`. */
   function idleEventBetween(arrival: number, now: number): boolean {
@@ -251,6 +272,12 @@ export function simulate(opts: SimOptions): SimResult {
   }
 
   function handle(time: number, e: SimEvent): void {
+    if (e.type === "status") {
+      published[e.device.index] = loadOf(e.device);
+      const next = time + statusMs;
+      if (next <= trace.durationMs) heap.push(next, e);
+      return;
+    }
     if (e.type === "refresh") {
       router!.refresh!(loadsView());
       const next = time + router!.refreshMs!;
@@ -274,6 +301,7 @@ export function simulate(opts: SimOptions): SimResult {
     }
   }
 
+  if (router !== undefined && statusMs > 0) for (const d of devices) heap.push((statusMs * d.index) / n, { type: "status", device: d });
   if (router?.refreshMs !== undefined && router.refreshMs > 0 && router.refresh !== undefined) heap.push(0, { type: "refresh" });
   let next = 0;
   for (;;) {

@@ -142,6 +142,13 @@ export interface WorkerConfig {
    */
   readonly shareWake: boolean;
   /**
+   * SHOAL_SHARE_GIVE_BACK_REST_MS: after giving a job back for an idle worker, a busy worker asks
+   * that model's topic for nothing this long (0: off), so its own next fetch does not take it back.
+   */
+  readonly shareGiveBackRestMs: number;
+  /** SHOAL_SHARE_GIVE_BACKS: deliveries a job may spend being given back for an idle worker (default 1). */
+  readonly shareGiveBacks: number;
+  /**
    * Share intake: estimated tokens of the jobs in hand (computing or waiting) under which a busy
    * worker asks the queue for more, so it never hoards jobs an idle worker could run; a worker
    * holding nothing takes a batch's worth (threads × batch tokens).
@@ -238,6 +245,8 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     shareIdleJitter: r.bool("SHOAL_SHARE_IDLE_JITTER", true),
     shareHeadsMs: r.int("SHOAL_SHARE_HEADS_MS", 0, { min: 0, max: 60_000 }),
     shareWake: r.bool("SHOAL_SHARE_WAKE", false),
+    shareGiveBackRestMs: r.int("SHOAL_SHARE_GIVE_BACK_REST_MS", 0, { min: 0, max: 10_000 }),
+    shareGiveBacks: r.int("SHOAL_SHARE_GIVE_BACKS", 1, { min: 1, max: 8 }),
     // Work in hand under which a busy worker takes more: the other threads' batches plus a short
     // look-ahead (bench:intake: 2048 let a worker running a long batch take jobs an idle one could
     // have started at once).

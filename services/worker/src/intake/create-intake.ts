@@ -93,6 +93,8 @@ function createPoolIntake(deps: IntakeDeps): JobIntake {
     idleWaitMs: config.shareIdleWaitMs,
     idleJitter: config.shareIdleJitter,
     headsMaxAgeMs: config.shareHeadsMs,
+    giveBackRestMs: config.shareGiveBackRestMs,
+    giveBacks: config.shareGiveBacks,
     onGiveBack: (why) => deps.metrics.shareGivenBack.inc({ why }),
     ...(deps.wake && config.shareWake ? { wake: deps.wake } : {}),
     logger: deps.logger,

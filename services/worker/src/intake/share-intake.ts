@@ -67,6 +67,18 @@ export interface ShareIntakeOptions {
    * after the last ended while the worker is busy (see QueueHeads). 0 (default): the rotation.
    */
   readonly headsMaxAgeMs?: number;
+  /**
+   * After giving a job back for an idle worker, this worker asks that topic for nothing for this
+   * long while it holds jobs (default 0): its own next fetch would otherwise take the job straight
+   * back (a second delivery is kept) and run it after its current batch, while a worker sat idle.
+   */
+  readonly giveBackRestMs?: number;
+  /**
+   * Deliveries a job may spend being given back for an idle worker (default 1; at most the
+   * delivery limit less 2, so a job given back still has a delivery to run and one to fail in):
+   * a job delivered more often than this is kept, whoever holds what.
+   */
+  readonly giveBacks?: number;
   readonly logger: Logger;
 }
 
@@ -82,6 +94,11 @@ interface Member {
   polling: boolean;
   /** Acknowledgements queued since this member's last fetch (the next one carries them). */
   unsent: boolean;
+  /**
+   * This worker gave a job of this topic back for an idle worker: until then (epoch ms) it asks the
+   * topic for nothing while it holds jobs, so its own fetch does not take the job straight back.
+   */
+  restUntil: number;
 }
 
 /** Topics asked for together: one topic, or every model topic of one lane. */
@@ -144,6 +161,8 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   const giveBack = opts.onGiveBack;
   const writeWakeMarker = opts.wake;
   const headsMaxAgeMs = opts.headsMaxAgeMs ?? 0;
+  const giveBackRestMs = opts.giveBackRestMs ?? 0;
+  const giveBacks = Math.max(1, Math.min(opts.giveBacks ?? 1, opts.deliveryLimit - 3));
   const headReader: LagReader | undefined =
     headsMaxAgeMs > 0
       ? createLagReader({ brokers: opts.brokers, clientId: `${opts.clientId}-heads`, ...(opts.security ? { security: opts.security } : {}) })
@@ -167,7 +186,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
           "the broker refused an acknowledgement (lock expired?); the job may run again elsewhere",
         );
     });
-    return { topic, lane, model, member, joined: false, held: 0, polling: false, unsent: false };
+    return { topic, lane, model, member, joined: false, held: 0, polling: false, unsent: false, restUntil: 0 };
   });
   const steps: Step[] = [];
   for (const m of members) {
@@ -297,6 +316,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
           released++;
           const stopping = !running || paused;
           giveBack?.(stopping ? "stopping" : "busy");
+          if (!stopping) m.restUntil = Date.now() + giveBackRestMs;
           if (!stopping && writeWakeMarker) {
             woken ??= new Map();
             woken.set(`${r.topic}/${r.partition}`, { topic: r.topic, partition: r.partition });
@@ -337,10 +357,15 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     return handler!.room(step.lane) - step.members.reduce((n, m) => n + (m.polling ? 1 : 0), 0);
   }
 
+  /** A topic this busy worker gave a job of back lately: asked for nothing yet (see Member.restUntil). */
+  function resting(m: Member): boolean {
+    return held.size > 0 && Date.now() < m.restUntil;
+  }
+
   /** Fetches the rest of one model's waiting jobs that fit (the batch it is about to form). */
   async function fill(step: Step, m: Member): Promise<number> {
     const room = roomFor(step);
-    return room > 0 && !m.polling ? fetchFrom(m, room, 0) : 0;
+    return room > 0 && !m.polling && !resting(m) ? fetchFrom(m, room, 0) : 0;
   }
 
   /**
@@ -384,7 +409,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     let kept = 0;
     return (r) => {
       // Jobs held now that this fetch did not bring: the worker is no longer idle.
-      const ok = kept === 0 || r.deliveryCount > 1 || held.size === kept;
+      const ok = kept === 0 || r.deliveryCount > giveBacks || held.size === kept;
       if (ok) kept++;
       return ok;
     };
@@ -444,7 +469,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     // A busy one with room left waits on as many models as the room allows, in turn.
     const fresh = held.size === 0;
     const room = fresh ? step.members.length : roomFor(step);
-    const idle = step.members.filter((m) => !m.polling);
+    const idle = step.members.filter((m) => !m.polling && !resting(m));
     const start = step.next % Math.max(1, idle.length);
     const polls = [...idle.slice(start), ...idle.slice(0, start)].slice(0, Math.max(0, room));
     // Fan-out calls to several models arrive at once, and the broker may answer every waiting fetch
@@ -456,7 +481,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     const keep =
       (m: Member) =>
       (r: ShareRecord): boolean =>
-        !fresh || m.held > 0 || r.deliveryCount > 1 || !step.members.some((x) => x !== m && x.held > 0);
+        !fresh || m.held > 0 || r.deliveryCount > giveBacks || !step.members.some((x) => x !== m && x.held > 0);
     const waitMs = waitFor(later);
     const spread = fresh && !later && idleJitter;
     for (const m of polls) poll(m, 1, spread ? Math.round(waitMs * (0.5 + Math.random())) : waitMs, keep(m), () => (step.busy = true));

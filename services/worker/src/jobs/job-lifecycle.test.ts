@@ -141,6 +141,12 @@ describe("job lifecycle", () => {
     skewed.jobs.deliver(delivery(envelope({ enqueuedUnixMs: 9_900n })));
     await tick();
     assert.equal(skewed.produced[0]!.result.timings?.heldMs, 0);
+    // The answer says how often the queue handed the job out: once here; a job given back once, twice.
+    assert.equal(h.produced[0]!.result.timings?.deliveries, 1);
+    const again = harness({ unixNow: () => 10_000, queueMs: 20 });
+    again.jobs.deliver({ ...delivery(envelope({ enqueuedUnixMs: 9_990n })), deliveryCount: 2 });
+    await tick();
+    assert.equal(again.produced[0]!.result.timings?.deliveries, 2);
   });
 
   test("a job runs once and its record is settled only after its result is on the reply topic", async () => {

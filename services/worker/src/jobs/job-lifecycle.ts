@@ -234,6 +234,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   function splitQueueWait(envelope: JobEnvelope, entry: InFlight, timings: JobTimings): void {
     const inKafkaMs = Math.min(timings.queueMs, Math.max(0, entry.takenUnixMs - Number(envelope.enqueuedUnixMs)));
     timings.heldMs = timings.queueMs - inKafkaMs;
+    timings.deliveries = entry.deliveries[0]?.deliveryCount ?? 1;
     metrics.jobWaitSeconds.observe({ where: "queue" }, inKafkaMs / 1000);
     metrics.jobWaitSeconds.observe({ where: "worker" }, timings.heldMs / 1000);
   }
