@@ -19,6 +19,7 @@
  *   npm run bench:dispatch -- --quick            # 3 workers, ρ 0.5..3, 6 s per point (a few minutes)
  *   npm run bench:dispatch -- --arms share,least-loaded@SHOAL_DISPATCH_REFRESH_MS=50+SHOAL_DISPATCH_COUNT_OWN=0
  *   npm run bench:dispatch -- --json out.json --chart docs/bench/dispatch.svg
+ *   (--calls calls.jsonl: every call, live and twin latency side by side, one JSON line each)
  *
  * Every routed setting listed is a candidate of the tuning sweep: the report names the best-tuned
  * routed arm per SLO. Ablations: --models 1 (one model instead of nine), --burst-factor 1 (no
@@ -38,11 +39,11 @@
  * the sweep and added to every twin answer, so live and twin compare like with like.
  * Env: KAFKA_BROKERS (default: a scratch broker started for the run).
  */
-import { writeFile } from "node:fs/promises";
+import { appendFile, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { readModelDir } from "@shoal/common/model-manifest";
 import { ensureModel, mulberry32 } from "@shoal/models";
-import { generateTrace, loneJobMs, simulate, WORKER_BATCHING, type Trace, type TraceJob } from "@shoal/sim";
+import { generateTrace, loneJobMs, sharedQueue, simulate, WORKER_BATCHING, type Trace, type TraceJob } from "@shoal/sim";
 import { lagVerdict } from "@shoal/worker/runtime/simulated/device";
 import { callCostMs, simProfile } from "@shoal/worker/runtime/simulated/profile";
 import { createTextTokenizer } from "@shoal/worker/runtime/text-tokenizer";
@@ -74,6 +75,7 @@ const { values: args } = parseArgs({
     arms: { type: "string", default: DEFAULT_ARMS },
     "max-lag": { type: "string", default: "0.05" },
     json: { type: "string" },
+    calls: { type: "string" },
     chart: { type: "string" },
     "router-time": { type: "string", default: "device" },
   },
@@ -162,6 +164,17 @@ function twinOf(
   };
 }
 
+/**
+ * Request p99 of the shared queue's twin whose busy devices go round the models in turn, as a busy
+ * share-intake worker does, instead of taking the oldest job's model: the part of the live tail
+ * that order alone explains.
+ */
+function rotationP99Ms(trace: Trace, pathMs: number): number {
+  return simulate({ trace, devices: WORKERS, cost: COST, policy: sharedQueue({ order: "rotation" }), batching: BATCHING, seed: SEED, pathMs }).latency[
+    "request"
+  ]!.p99Ms;
+}
+
 let current: TestCluster | undefined;
 
 /** Sums of the workers' device counters: inference seconds, useful and padded tokens; share jobs given back unrun. */
@@ -209,6 +222,34 @@ function redeliveredCalls(
   });
   const p = (xs: number[]): [number, number] => [percentile(xs, 50), percentile(xs, 99)];
   return { calls: again.length, excessOnceMs: p(once), excessRedeliveredMs: p(again), heldRedeliveredMs: percentile(held, 50) };
+}
+
+/** `--calls FILE`: one JSON line per call (arm, load, job, model, arrival, live and twin latency, timing), to study the tail. */
+async function appendCalls(
+  file: string,
+  arm: string,
+  load: number,
+  trace: Trace,
+  latencies: readonly (number | undefined)[],
+  timings: readonly (CallTiming | undefined)[],
+  twinMs: Float64Array,
+): Promise<void> {
+  const lines = trace.jobs.map((job, i) =>
+    JSON.stringify({
+      arm,
+      load,
+      job: job.id,
+      request: job.request,
+      model: job.model,
+      arrivalMs: job.arrivalMs,
+      burst: job.burst,
+      tokens: job.totalTokens,
+      ms: latencies[i] ?? null,
+      twinMs: Number.isFinite(twinMs[i]!) ? twinMs[i] : null,
+      ...(timings[i] ?? {}),
+    }),
+  );
+  await appendFile(file, `${lines.join("\n")}\n`);
 }
 
 /** Median breakdown of the slowest 1% of answered calls: where the tail's time went. */
@@ -365,13 +406,15 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
       points.push(point);
       log(
         `   ${arm.name} ρ=${load}: ${trace.jobs.length} jobs, answered ${(live.answeredFraction * 100).toFixed(1)}%, request p50/p99 ${fmtMs(live.requestP50Ms)}/${fmtMs(live.requestP99Ms)} ms, ` +
-          `${live.throughputJobsPerSecond.toFixed(1)} jobs/s, busy ${point.busy.toFixed(2)} | DES twin p99 ${fmtMs(twin.point.requestP99Ms)} ms, ${twin.point.throughputJobsPerSecond.toFixed(1)} jobs/s`,
+          `${live.throughputJobsPerSecond.toFixed(1)} jobs/s, busy ${point.busy.toFixed(2)} | DES twin p99 ${fmtMs(twin.point.requestP99Ms)} ms, ${twin.point.throughputJobsPerSecond.toFixed(1)} jobs/s` +
+          (arm.jobTopics === "per-model" ? `; its busy devices going round the models instead: p99 ${fmtMs(rotationP99Ms(trace, pathMs))} ms` : ""),
       );
       const slowest = slowestCalls(latencies, timings);
       log(
         `     jobs given back unrun by the share intake: ${after.givenBack - before.givenBack}; slowest 1% of calls (${slowest.calls}), medians: client ${fmtMs(slowest.clientMs)}, gateway ${fmtMs(slowest.totalMs)}, of which queue ${fmtMs(slowest.queueMs)} (held by the worker ${fmtMs(slowest.heldMs)}) and inference ${fmtMs(slowest.inferenceMs)} ms`,
       );
       const again = redeliveredCalls(latencies, timings, twin.latenciesMs);
+      if (args.calls !== undefined) await appendCalls(args.calls, arm.name, load, trace, latencies, timings, twin.latenciesMs);
       log(
         `     calls over their DES twin, p50/p99: delivered once ${fmtMs(again.excessOnceMs[0])}/${fmtMs(again.excessOnceMs[1])} ms; ` +
           (again.calls === 0

@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import { after, afterEach, test } from "node:test";
 import type { ShareConsumer, ShareRecord } from "@shoal/kafka-share";
-import { assigned, closeAll, consumerFor, createTopic, disconnectProducer, produce, unique, values } from "./helpers.ts";
+import { Kafka, logLevel } from "kafkajs";
+import { assigned, brokers, closeAll, consumerFor, createTopic, disconnectProducer, produce, unique, values } from "./helpers.ts";
 
 afterEach(closeAll);
 after(disconnectProducer);
@@ -84,4 +85,33 @@ test("maxRecords splits one 100-record producer batch between two consumers (v2 
     values(second),
     Array.from({ length: 10 }, (_, i) => i + 10),
   );
+});
+
+test("maxBytes bounds the records a fetch acquires by their size (one record per batch); the first batch always comes whole", async () => {
+  const topic = unique("share-bytes");
+  const group = unique("g");
+  await createTopic(topic, 1);
+  const c = consumerFor(group, topic);
+  await assigned(c);
+  // Ten records of 1,000 bytes, each sent alone (one batch each), as the gateway writes jobs.
+  const kafka = new Kafka({ clientId: "share-bytes-test", brokers, logLevel: logLevel.NOTHING });
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+  await producer.connect();
+  for (let i = 0; i < 10; i++) await producer.send({ topic, messages: [{ value: `${i}`.padEnd(1_000, "x") }] });
+  await producer.disconnect();
+  // A budget of about two and a half records' bytes: two or three records, not all ten.
+  let first: ShareRecord[] = [];
+  for (let i = 0; i < 20 && first.length === 0; i++) first = await c.fetch({ maxRecords: 10, maxWaitMs: 500, maxBytes: 2_600 });
+  assert.ok(first.length >= 2 && first.length <= 3, `a 2,600-byte fetch acquired ${first.length} records of 1,000 bytes`);
+  // One byte: still the next batch whole (a fetch with records waiting is never empty).
+  const one = await c.fetch({ maxRecords: 10, maxWaitMs: 500, maxBytes: 1 });
+  assert.equal(one.length, 1, "a 1-byte fetch acquires the next record whole");
+  // No limit but maxRecords: the rest.
+  const rest = await c.fetch({ maxRecords: 10, maxWaitMs: 500 });
+  assert.equal(first.length + one.length + rest.length, 10, "every record once");
+  assert.deepEqual(
+    [...first, ...one, ...rest].map((r) => Number(r.value!.toString().replace(/x+$/, ""))),
+    Array.from({ length: 10 }, (_, i) => i),
+  );
+  await assert.rejects(c.fetch({ maxRecords: 1, maxWaitMs: 0, maxBytes: 0 }), /maxBytes must be a positive integer/);
 });

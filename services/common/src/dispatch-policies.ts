@@ -48,11 +48,23 @@ export type DispatchPolicy =
        * and that model's waiting jobs only (a queue per model).
        */
       readonly mixedTakeTokens?: number;
+      /**
+       * A queue per model: the model a device that just finished a batch takes next. `oldest`
+       * (default): the oldest waiting job's, the central queue's order. `rotation`: the next model
+       * with jobs after the one it ran last, in its own round (devices start at different models),
+       * as a busy share-intake worker goes round the model topics (pullByModel); a device that was
+       * idle takes the job that came, as a waiting fetch does.
+       */
+      readonly order?: "oldest" | "rotation";
     }
   | { readonly kind: "routed"; readonly name: string; readonly createRouter: (devices: number, rand: () => number) => Router };
 
 /** (a) Shoal: one shared queue; an idle device assembles its batch from it at pull time. */
-export function sharedQueue(opts: { mixedTakeTokens?: number } = {}): DispatchPolicy {
+export function sharedQueue(opts: { mixedTakeTokens?: number; order?: "oldest" | "rotation" } = {}): DispatchPolicy {
+  if (opts.order === "rotation") {
+    if (opts.mixedTakeTokens !== undefined) throw new RangeError("a rotation is over a queue per model: no mixedTakeTokens");
+    return { kind: "shared", name: "shared queue, busy devices go round the models", order: "rotation" };
+  }
   if (opts.mixedTakeTokens === undefined) return { kind: "shared", name: "shared queue" };
   if (!(opts.mixedTakeTokens >= 1)) throw new RangeError(`mixedTakeTokens must be >= 1 (got ${opts.mixedTakeTokens})`);
   return { kind: "shared", name: `shared queue, mixed fetch of ${opts.mixedTakeTokens} tokens`, mixedTakeTokens: opts.mixedTakeTokens };

@@ -187,10 +187,12 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
       );
     },
 
-    async fetch({ maxRecords, maxWaitMs, signal, topics: only }: FetchOptions) {
+    async fetch({ maxRecords, maxWaitMs, maxBytes, signal, topics: only }: FetchOptions) {
       if (closed) throw new ConsumerClosedError();
       if (fatal) throw fatal;
       if (!Number.isInteger(maxRecords) || maxRecords < 1) throw new RangeError(`maxRecords must be a positive integer, got ${maxRecords}`);
+      if (maxBytes !== undefined && !(Number.isInteger(maxBytes) && maxBytes >= 1))
+        throw new RangeError(`maxBytes must be a positive integer, got ${maxBytes}`);
       const unknown = only?.find((t) => !topics.includes(t));
       if (unknown !== undefined) throw new RangeError(`fetch: topic '${unknown}' is not subscribed (subscribed: ${topics.join(", ")})`);
       const deadline = Date.now() + maxWaitMs;
@@ -224,13 +226,10 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
       const rotate = metrics.fetches % Math.max(1, leaders.length);
       const chosen = [...leaders.slice(rotate), ...leaders.slice(0, rotate)].slice(0, maxRecords);
       const waitMs = Math.max(0, deadline - Date.now());
+      const bytes = Math.max(1, Math.floor((maxBytes ?? options.maxBytes ?? 50 * 1024 * 1024) / (maxBytes === undefined ? 1 : chosen.length)));
       const idle = [...sessions.values()].filter((s) => !chosen.includes(s.nodeId) && s.acks.size > 0);
       const [batches] = await Promise.all([
-        Promise.all(
-          chosen.map((n) =>
-            fetcher.fetch(sessionFor(n), byLeader.get(n)!, { maxRecords: share, maxWaitMs: waitMs, maxBytes: options.maxBytes ?? 50 * 1024 * 1024 }),
-          ),
-        ),
+        Promise.all(chosen.map((n) => fetcher.fetch(sessionFor(n), byLeader.get(n)!, { maxRecords: share, maxWaitMs: waitMs, maxBytes: bytes }))),
         Promise.all(idle.map((s) => fetcher.acknowledge(s, false))),
       ]);
       // Acks of partitions this fetch left out of its session stay queued: send them now. Those of

@@ -43,6 +43,14 @@ export interface FetchOptions {
    * broker acquires whole batches and may return more.
    */
   readonly maxRecords: number;
+  /**
+   * Bytes of log this fetch reads at most (ShareFetch MaxBytes; default the consumer's `maxBytes`),
+   * split across the leaders it asks. The broker acquires only records it read, and always reads
+   * the first batch whole, however large: a fetch with records waiting returns at least one. One
+   * record per producer batch (a producer that sends each record alone), this bounds the records'
+   * total size, e.g. to a batch's worth of work where records differ in size.
+   */
+  readonly maxBytes?: number;
   /** How long to wait for records (and, before the first assignment, for one). */
   readonly maxWaitMs: number;
   /** Stops waiting for an assignment; a request already at the broker still runs to its end. */

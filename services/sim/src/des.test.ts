@@ -69,6 +69,18 @@ describe("discrete-event simulation", () => {
     assert.throws(() => simulate({ trace, devices: 1, cost: flat10, policy: sharedQueue(), statusMs: -1 }), /statusMs/);
   });
 
+  it("a rotating shared queue: a device that just finished takes the next model of its own round, not the oldest job's", () => {
+    // Model 0 at 0 ms, model 1 at 1 ms, model 0 at 2 ms, one device: at 10 ms the oldest job is model 1's.
+    const trace: Trace = { ...manualTrace([0, 1, 2]), models: [ONE_MODEL, { ...ONE_MODEL, id: "n" }] };
+    const jobs = trace.jobs.map((j, i) => ({ ...j, model: [0, 1, 0][i]! }));
+    const oldest = simulate({ trace: { ...trace, jobs }, devices: 1, cost: flat10, policy: sharedQueue() });
+    assert.deepEqual([...oldest.latenciesMs], [10, 19, 28]);
+    // The device's round starts at model 0: model 0 again first, and model 1's older job waits.
+    const rotation = simulate({ trace: { ...trace, jobs }, devices: 1, cost: flat10, policy: sharedQueue({ order: "rotation" }) });
+    assert.deepEqual([...rotation.latenciesMs], [10, 29, 18]);
+    assert.throws(() => sharedQueue({ order: "rotation", mixedTakeTokens: 10 }), /rotation/);
+  });
+
   it("pathMs adds the live path's fixed latency to every answer, not to device time", () => {
     const r = simulate({ trace: manualTrace([0, 5, 30]), devices: 1, cost: flat10, policy: sharedQueue(), pathMs: 7 });
     assert.deepEqual([...r.latenciesMs], [17, 22, 17]);

@@ -93,6 +93,8 @@ interface Device {
   wakeAt: number | undefined;
   /** Resident models, least recently used first. */
   readonly resident: number[];
+  /** A rotating shared queue: where this device's next round over the models starts. */
+  next: number;
 }
 
 type SimEvent =
@@ -126,6 +128,8 @@ export function simulate(opts: SimOptions): SimResult {
     wakeAt: undefined,
     // Warm start: the first models that fit are resident everywhere.
     resident: Array.from({ length: Math.min(residentCap, trace.models.length) }, (_, m) => m),
+    // Devices start their rounds at different models (as workers do).
+    next: Math.floor((index * trace.models.length) / n),
   }));
   const shared = opts.policy.kind === "shared" ? new JobQueue() : undefined;
   const router: Router | undefined = opts.policy.kind === "routed" ? opts.policy.createRouter(n, mulberry32(opts.seed ?? 1)) : undefined;
@@ -166,8 +170,24 @@ export function simulate(opts: SimOptions): SimResult {
     return lo < idleWhileWaiting.length && idleWhileWaiting[lo]! <= now;
   }
 
-  /** Starts the device's next batch if it is idle and has work that should start now. */
-  function tryStart(d: Device, now: number): boolean {
+  /** A rotating shared queue: the first model with jobs from the device's round's start, which moves past it. */
+  function rotationPick(d: Device, q: JobQueue): number | undefined {
+    const models = q.models;
+    for (let k = 0; k < models; k++) {
+      const m = (d.next + k) % models;
+      if (q.waiting(m) > 0) {
+        d.next = (m + 1) % models;
+        return m;
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * Starts the device's next batch if it is idle and has work that should start now; `continuing`:
+   * it just finished one (a rotating shared queue then takes the next model in its round).
+   */
+  function tryStart(d: Device, now: number, continuing = false): boolean {
     if (d.busy) return false;
     const q = shared ?? d.queue;
     if (q.jobs === 0) return false;
@@ -183,7 +203,8 @@ export function simulate(opts: SimOptions): SimResult {
     }
     const mixed = opts.policy.kind === "shared" ? opts.policy.mixedTakeTokens : undefined;
     if (mixed === undefined) {
-      const batch = q.take(batching);
+      const rotating = continuing && opts.policy.kind === "shared" && opts.policy.order === "rotation";
+      const batch = q.take(batching, rotating ? rotationPick(d, q) : undefined);
       queued -= batch.length;
       run(d, [batch], now);
       return true;
@@ -295,7 +316,7 @@ export function simulate(opts: SimOptions): SimResult {
     d.runningJobs = 0;
     d.runningTokens = 0;
     lastDone = Math.max(lastDone, time);
-    if (!tryStart(d, time)) {
+    if (!tryStart(d, time, true)) {
       idle.push(d);
       if (queued > 0) idleWhileWaiting.push(time);
     }

@@ -71,9 +71,9 @@ export class JobQueue {
    * they fit the token budget and item cap (the first always goes, however large). Whole jobs:
    * the unit a worker pulls is a job record.
    */
-  take(limits: BatchLimits): TraceJob[] {
-    const m = this.oldestModel();
-    if (m === undefined) return [];
+  take(limits: BatchLimits, model?: number): TraceJob[] {
+    const m = model ?? this.oldestModel();
+    if (m === undefined || this.waiting(m) === 0) return [];
     const fifo = this.fifos[m]!;
     const taken: TraceJob[] = [];
     let tokens = 0;
@@ -116,6 +116,17 @@ export class JobQueue {
     this.jobCount -= taken.length;
     this.tokenCount -= tokens;
     return taken;
+  }
+
+  /** Jobs of `model` waiting. */
+  waiting(model: number): number {
+    const fifo = this.fifos[model];
+    return fifo === undefined ? 0 : fifo.length - this.heads[model]!;
+  }
+
+  /** Models with jobs waiting, in model order. */
+  get models(): number {
+    return this.fifos.length;
   }
 
   /** Model of the oldest waiting job (ids follow arrival order, so simultaneous fan-out calls keep theirs). */
