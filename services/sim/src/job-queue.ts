@@ -124,7 +124,7 @@ export class JobQueue {
     return fifo === undefined ? 0 : fifo.length - this.heads[model]!;
   }
 
-  /** Models with jobs waiting, in model order. */
+  /** Model ids the queue has held jobs of: 0 to this, exclusive (each may have none waiting now). */
   get models(): number {
     return this.fifos.length;
   }

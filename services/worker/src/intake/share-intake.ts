@@ -75,8 +75,9 @@ export interface ShareIntakeOptions {
   readonly giveBackRestMs?: number;
   /**
    * Deliveries a job may spend being given back for an idle worker (default 1; at most the
-   * delivery limit less 2, so a job given back still has a delivery to run and one to fail in):
-   * a job delivered more often than this is kept, whoever holds what.
+   * delivery limit less 3: the job lifecycle dead-letters one short of the limit, so a job given
+   * back still has a delivery to run in and one spare for a crash): a job delivered more often
+   * than this is kept, whoever holds what.
    */
   readonly giveBacks?: number;
   readonly logger: Logger;
