@@ -7,9 +7,12 @@
  *  3. latency the path adds at light load (one request at a time): end to end minus inference.
  * Prints figures and ratios; asserts nothing (a benchmark, not a test).
  *
- * Clients ask for VECTOR_ENCODING_FLOAT32_LE, the encoding meant for bulk use.
+ * Clients ask for VECTOR_ENCODING_FLOAT32_LE, the encoding meant for bulk use, unless
+ * BENCH_ENCODING=values: the default encoding (repeated float), what a gRPC client gets when it
+ * asks for nothing.
  *
- * Env: KAFKA_BROKERS (default: a scratch broker on a free port), BENCH_SECONDS (30), BENCH_CONCURRENCY (16).
+ * Env: KAFKA_BROKERS (default: a scratch broker on a free port), BENCH_SECONDS (30), BENCH_CONCURRENCY (16),
+ * BENCH_ENCODING (float32_le | values).
  */
 import { readModelDir } from "@shoal/common/model-manifest";
 import { ensureModel } from "@shoal/models";
@@ -25,6 +28,9 @@ import { percentile, raggedRequests } from "./workload.ts";
 const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 30);
 const CONCURRENCY = Number(process.env["BENCH_CONCURRENCY"] ?? 16);
 const INTRA_OP = 2;
+const ENCODING_NAME = process.env["BENCH_ENCODING"] ?? "float32_le";
+if (ENCODING_NAME !== "float32_le" && ENCODING_NAME !== "values") throw new Error(`BENCH_ENCODING must be float32_le or values, not ${ENCODING_NAME}`);
+const ENCODING = ENCODING_NAME === "values" ? VectorEncoding.UNSPECIFIED : VectorEncoding.FLOAT32_LE;
 // The served worker's layout (default: the ceiling's, 1 thread x 2 intra-op); BENCH_WORKER_THREADS=2
 // BENCH_WORKER_INTRA_OP=1 measures the worker's default on 2 cores against the same ceiling.
 const WORKER_THREADS = process.env["BENCH_WORKER_THREADS"] ?? "1";
@@ -82,7 +88,7 @@ try {
     const loop = async (): Promise<void> => {
       while (Date.now() < stopAt) {
         const r = requests[next++ % requests.length]!;
-        const res = await inference.embed({ model, inputs: r.texts, options: { encoding: VectorEncoding.FLOAT32_LE } }, { timeoutMs: 60_000 });
+        const res = await inference.embed({ model, inputs: r.texts, options: { encoding: ENCODING } }, { timeoutMs: 60_000 });
         if (counting) {
           usefulTokens += res.usage?.promptTokens ?? 0;
           answered += 1;
@@ -118,7 +124,7 @@ try {
     for (let i = 0; i < 200; i++) {
       const r = requests[i % requests.length]!;
       const t = performance.now();
-      const res = await inference.embed({ model, inputs: r.texts, options: { encoding: VectorEncoding.FLOAT32_LE } });
+      const res = await inference.embed({ model, inputs: r.texts, options: { encoding: ENCODING } });
       const ms = performance.now() - t;
       e2e.push(ms);
       added.push(ms - (res.timing?.inferenceMs ?? 0));
@@ -126,13 +132,13 @@ try {
     const single: number[] = [];
     for (let i = 0; i < 200; i++) {
       const t = performance.now();
-      const res = await inference.embed({ model, inputs: ["a short query"], options: { encoding: VectorEncoding.FLOAT32_LE } });
+      const res = await inference.embed({ model, inputs: ["a short query"], options: { encoding: ENCODING } });
       single.push(performance.now() - t - (res.timing?.inferenceMs ?? 0));
     }
 
     const row = (k: string, v: string): string => `| ${k.padEnd(58)} | ${v.padStart(14)} |`;
     console.log(`
-Shoal overhead benchmark — model ${model}, 1 worker (${WORKER_THREADS} inference thread(s) x ${WORKER_INTRA_OP} intra-op; raw: 1 x ${INTRA_OP}), 1 gateway, 1 broker, one 2-core machine
+Shoal overhead benchmark — model ${model}, vectors as ${ENCODING_NAME}, 1 worker (${WORKER_THREADS} inference thread(s) x ${WORKER_INTRA_OP} intra-op; raw: 1 x ${INTRA_OP}), 1 gateway, 1 broker, one 2-core machine
 ${row("figure", "value")}
 ${row("raw session.run useful tokens/s (same batches, in-process)", raw.usefulTokensPerSecond.toFixed(0))}
 ${row("served useful tokens/s (gateway→Kafka→worker→reply)", served.toFixed(0))}
