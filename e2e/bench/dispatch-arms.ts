@@ -48,7 +48,7 @@ function kv(spec: string | undefined): Record<string, string> {
  * 1.25 ms board on the device it emulates. Kafka's own latency cannot be stretched (see the README).
  * @throws Error naming the known arms for an unknown one
  */
-export function parseArms(list: string, workers: number, routerTimeScale = 1): DispatchArm[] {
+export function parseArms(list: string, workers: number, routerTimeScale = 1, idleTakeTokens = WORKER_BATCHING.maxBatchTokens): DispatchArm[] {
   return list.split(",").map((raw) => {
     const spec = raw.trim();
     const [base, extra] = spec.split("@") as [string, string | undefined];
@@ -62,7 +62,7 @@ export function parseArms(list: string, workers: number, routerTimeScale = 1): D
         gatewayEnv: {},
         workerEnv: options,
         // One mixed topic: an idle worker's fetch takes the next jobs of any model, up to its idle take.
-        twin: sharedQueue({ mixedTakeTokens: Number(options["SHOAL_IDLE_TAKE_TOKENS"] ?? WORKER_BATCHING.maxBatchTokens) }),
+        twin: sharedQueue({ mixedTakeTokens: Number(options["SHOAL_IDLE_TAKE_TOKENS"] ?? idleTakeTokens) }),
         routed: false,
       };
     // A shared queue per model: an idle worker takes one model's waiting jobs, as the DES's central queue does.

@@ -44,6 +44,7 @@ import { parseArgs } from "node:util";
 import { readModelDir } from "@shoal/common/model-manifest";
 import { ensureModel, mulberry32 } from "@shoal/models";
 import { generateTrace, loneJobMs, sharedQueue, simulate, WORKER_BATCHING, type Trace, type TraceJob } from "@shoal/sim";
+import { defaultIdleTakeTokens } from "@shoal/worker/config";
 import { lagVerdict } from "@shoal/worker/runtime/simulated/device";
 import { callCostMs, simProfile } from "@shoal/worker/runtime/simulated/profile";
 import { createTextTokenizer } from "@shoal/worker/runtime/text-tokenizer";
@@ -99,10 +100,16 @@ const MAX_LAG = Number(args["max-lag"]);
 const SLO_MULTIPLES = [5, 10, 20];
 const ROUTER_TIME = args["router-time"];
 if (ROUTER_TIME !== "device" && ROUTER_TIME !== "wall") throw new Error(`--router-time is device (default) or wall, not ${ROUTER_TIME}`);
-/** Routers' refresh and status intervals in the emulated device's time (×dilation), or as given (wall: the runs before 2026-12-05's). */
-const ARMS = parseArms(args.arms, WORKERS, ROUTER_TIME === "device" ? DILATION : 1);
 // A worker tuned for its hardware sets its per-call overhead to the profile's a ÷ b (as bench:dispatch-sim does).
 const BATCHING = { ...WORKER_BATCHING, perCallOverheadTokens: Math.round(PROFILE.aMs / Math.max(PROFILE.bMsPerToken, 1e-9)) };
+// A worker's default idle take (one inference thread each here), the per-lane shared queue's twin takes as much.
+/** Routers' refresh and status intervals in the emulated device's time (×dilation), or as given (wall: the runs before 2026-12-05's). */
+const ARMS = parseArms(
+  args.arms,
+  WORKERS,
+  ROUTER_TIME === "device" ? DILATION : 1,
+  defaultIdleTakeTokens(1, BATCHING.maxBatchTokens, BATCHING.perCallOverheadTokens),
+);
 const COST = { aMs: PROFILE.aMs * DILATION, bMsPerToken: PROFILE.bMsPerToken * DILATION, cMsPerToken2: PROFILE.cMsPerToken2 * DILATION };
 const CALL_TIMEOUT_MS = 20_000;
 

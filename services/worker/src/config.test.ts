@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { availableParallelism } from "node:os";
 import { test } from "node:test";
-import { loadWorkerConfig } from "./config.ts";
+import { ACCELERATOR_IDLE_TAKE_BATCHES, loadWorkerConfig } from "./config.ts";
 
 const base = { SHOAL_CATALOG: "/etc/shoal/catalog.yaml", KAFKA_BROKERS: "127.0.0.1:9092" };
 
@@ -75,4 +75,14 @@ test("routed intake: off by default; on, the worker id must be fit to name a top
     () => loadWorkerConfig({ ...base, SHOAL_ROUTED_INTAKE: "1", SHOAL_WORKER_ID: "host/7", SHOAL_STATUS_INTERVAL_MS: "10" }),
     /SHOAL_WORKER_ID=host\/7: with SHOAL_ROUTED_INTAKE=1 it names a topic[\s\S]*SHOAL_STATUS_INTERVAL_MS=10: must be >= 20/,
   );
+});
+
+test("idle take: a batch's worth per thread; four where a call costs more than a full batch (an accelerator); SHOAL_IDLE_TAKE_TOKENS wins", () => {
+  const one = { ...base, SHOAL_INFERENCE_THREADS: "1", SHOAL_BATCH_MAX_TOKENS: "2048" };
+  assert.equal(loadWorkerConfig(one).idleTakeTokens, 2048);
+  assert.equal(loadWorkerConfig({ ...one, SHOAL_INFERENCE_THREADS: "2", SHOAL_INTRA_OP_THREADS: "1" }).idleTakeTokens, 4096);
+  assert.equal(loadWorkerConfig({ ...one, SHOAL_PER_CALL_OVERHEAD_TOKENS: "2047" }).idleTakeTokens, 2048);
+  assert.equal(loadWorkerConfig({ ...one, SHOAL_PER_CALL_OVERHEAD_TOKENS: "25215" }).idleTakeTokens, ACCELERATOR_IDLE_TAKE_BATCHES * 2048);
+  assert.equal(ACCELERATOR_IDLE_TAKE_BATCHES, 4);
+  assert.equal(loadWorkerConfig({ ...one, SHOAL_PER_CALL_OVERHEAD_TOKENS: "25215", SHOAL_IDLE_TAKE_TOKENS: "3000" }).idleTakeTokens, 3000);
 });

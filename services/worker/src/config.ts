@@ -189,6 +189,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     );
   }
   const batchMaxTokens = r.int("SHOAL_BATCH_MAX_TOKENS", DEFAULT_BATCH_MAX_TOKENS, { min: 16 });
+  const perCallOverheadTokens = r.int("SHOAL_PER_CALL_OVERHEAD_TOKENS", 64, { min: 0 });
   const runtime = readRuntime(r);
   const routedIntake = r.bool("SHOAL_ROUTED_INTAKE", false);
   if (routedIntake && !ROUTED_WORKER_ID.test(workerId)) {
@@ -230,7 +231,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     batchMaxItems: r.int("SHOAL_BATCH_MAX_ITEMS", 128, { min: 1 }),
     batchMaxWaitMs: r.int("SHOAL_BATCH_MAX_WAIT_MS", 0, { min: 0 }),
     batchLaneCallTokens: r.int("SHOAL_BATCH_LANE_CALL_TOKENS", 512, { min: 16 }),
-    perCallOverheadTokens: r.int("SHOAL_PER_CALL_OVERHEAD_TOKENS", 64, { min: 0 }),
+    perCallOverheadTokens,
     batchCloseOnGrant: r.bool("SHOAL_BATCH_CLOSE_ON_GRANT", true),
     maxInputs: r.int("SHOAL_MAX_INPUTS", 256, { min: 1 }),
     maxInputChars: r.int("SHOAL_MAX_INPUT_CHARS", 32_768, { min: 1 }),
@@ -251,7 +252,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     // look-ahead (bench:intake: 2048 let a worker running a long batch take jobs an idle one could
     // have started at once).
     prefetchTokens: r.int("SHOAL_PREFETCH_TOKENS", (inferenceThreads - 1) * batchMaxTokens + DEFAULT_PREFETCH_LOOKAHEAD_TOKENS, { min: 1 }),
-    idleTakeTokens: r.int("SHOAL_IDLE_TAKE_TOKENS", inferenceThreads * batchMaxTokens, { min: 1 }),
+    idleTakeTokens: r.int("SHOAL_IDLE_TAKE_TOKENS", defaultIdleTakeTokens(inferenceThreads, batchMaxTokens, perCallOverheadTokens), { min: 1 }),
     sessionTimeoutMs,
     heartbeatIntervalMs,
     drainGraceMs: r.int("SHOAL_DRAIN_GRACE_MS", 20_000, { min: 0 }),
@@ -274,6 +275,23 @@ export interface SidecarConfig {
 
 /** Default look-ahead of a busy share-intake worker with one thread: a few short jobs, never a long batch. */
 export const DEFAULT_PREFETCH_LOOKAHEAD_TOKENS = 256;
+
+/** Batches' worth an idle worker takes per thread where a call costs more than a full batch's tokens. */
+export const ACCELERATOR_IDLE_TAKE_BATCHES = 4;
+
+/**
+ * What an idle share-group worker takes at once (SHOAL_IDLE_TAKE_TOKENS' default): a batch's worth
+ * per inference thread; where a call's fixed cost exceeds a full batch's tokens (an accelerator:
+ * `gpu-h200-minilm` is ~25,000 token-equivalents a call) four batches' worth. A busy worker there
+ * takes nothing until its batches are done (see SHOAL_PREFETCH_TOKENS), so every take costs the
+ * device a Kafka round trip idle; a take sized by the mean job under-fills batches of a
+ * heavy-tailed mix, and in a burst the round trips and the short batches cost the shared queue a
+ * tenth of its throughput (bench:dispatch, README "Bursts").
+ */
+export function defaultIdleTakeTokens(inferenceThreads: number, batchMaxTokens: number, perCallOverheadTokens: number): number {
+  const batches = perCallOverheadTokens >= batchMaxTokens ? ACCELERATOR_IDLE_TAKE_BATCHES : 1;
+  return inferenceThreads * batchMaxTokens * batches;
+}
 
 /** `SHOAL_RUNTIME`, `SHOAL_SIM_DILATION` (a positive number), `SHOAL_SIM_LOG_CALLS` and `SHOAL_SIM_LOAD_MS` (only with a simulated runtime). */
 function readRuntime(r: EnvReader): RuntimeChoice {
