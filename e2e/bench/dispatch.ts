@@ -102,8 +102,11 @@ const ROUTER_TIME = args["router-time"];
 if (ROUTER_TIME !== "device" && ROUTER_TIME !== "wall") throw new Error(`--router-time is device (default) or wall, not ${ROUTER_TIME}`);
 // A worker tuned for its hardware sets its per-call overhead to the profile's a ÷ b (as bench:dispatch-sim does).
 const BATCHING = { ...WORKER_BATCHING, perCallOverheadTokens: Math.round(PROFILE.aMs / Math.max(PROFILE.bMsPerToken, 1e-9)) };
-// A worker's default idle take (one inference thread each here), the per-lane shared queue's twin takes as much.
-/** Routers' refresh and status intervals in the emulated device's time (×dilation), or as given (wall: the runs before 2026-12-05's). */
+/**
+ * Routers' refresh and status intervals in the emulated device's time (×dilation), or as given
+ * (wall: the runs before 2026-12-05's); the per-lane shared queue's twin takes a worker's default
+ * idle take (one inference thread each here).
+ */
 const ARMS = parseArms(
   args.arms,
   WORKERS,
