@@ -43,7 +43,7 @@ import { appendFile, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { readModelDir } from "@shoal/common/model-manifest";
 import { ensureModel, mulberry32 } from "@shoal/models";
-import { generateTrace, loneJobMs, sharedQueue, simulate, WORKER_BATCHING, type Trace, type TraceJob } from "@shoal/sim";
+import { sharedQueue, simulate, WORKER_BATCHING, type Trace, type TraceJob } from "@shoal/sim";
 import { defaultIdleTakeTokens } from "@shoal/worker/config";
 import { lagVerdict } from "@shoal/worker/runtime/simulated/device";
 import { callCostMs, simProfile } from "@shoal/worker/runtime/simulated/profile";
@@ -55,6 +55,7 @@ import { benchBroker } from "./bench-broker.ts";
 import { loadPoint, passes, type LoadPoint } from "./dispatch-analysis.ts";
 import { DEFAULT_ARMS, parseArms, type DispatchArm } from "./dispatch-arms.ts";
 import { dispatchChartSvg } from "./dispatch-chart.ts";
+import { benchScale, benchTraceAt } from "./dispatch-trace.ts";
 import { reportLines, writeInfinity, type ArmPoint, type ArmResult, type DispatchResults } from "./dispatch-report.ts";
 import { percentile, textOfTokens } from "./workload.ts";
 
@@ -118,31 +119,9 @@ const CALL_TIMEOUT_MS = 20_000;
 
 const log = (m: string): void => void process.stderr.write(`${m}\n`);
 
-/** The trace at load ρ: same requests, only time scaled (as services/sim's sweep builds it); one model when --models 1. */
-function traceAt(requestsPerSecond: number, requests: number): Trace {
-  const gapMs = 1000 / requestsPerSecond;
-  const trace = generateTrace({
-    seed: SEED,
-    requests,
-    requestsPerSecond,
-    zipfS: ZIPF,
-    burstFactor: BURST_FACTOR,
-    calmMeanMs: 300 * gapMs,
-    burstMeanMs: 75 * gapMs,
-  });
-  return MODELS === 1 ? { ...trace, models: [trace.models[0]!], jobs: trace.jobs.map((j) => ({ ...j, model: 0 })) } : trace;
-}
-const reference = traceAt(1, 2_000);
-const loneRequest = new Array<number>(reference.requests).fill(0);
-let work = 0;
-for (const j of reference.jobs) {
-  const ms = loneJobMs(j, COST, BATCHING);
-  work += ms;
-  loneRequest[j.request] = Math.max(loneRequest[j.request]!, ms);
-}
-const LONE_MEDIAN_MS = percentile(loneRequest, 50);
-const WORK_PER_REQUEST_MS = work / reference.requests;
-const rateAt = (load: number): number => (load * WORKERS * 1000) / WORK_PER_REQUEST_MS;
+const TRACE = { seed: SEED, zipfS: ZIPF, burstFactor: BURST_FACTOR, models: MODELS };
+const traceAt = (requestsPerSecond: number, requests: number): Trace => benchTraceAt(TRACE, requestsPerSecond, requests);
+const { reference, loneMedianMs: LONE_MEDIAN_MS, rateAt } = benchScale(TRACE, COST, BATCHING, WORKERS);
 const SLOS = SLO_MULTIPLES.map((k) => ({ k, ms: k * LONE_MEDIAN_MS }));
 const LOOSEST_MS = Math.max(...SLOS.map((s) => s.ms));
 const PATH_PROBE_TOKENS = 16;
@@ -176,13 +155,19 @@ function twinOf(
 
 /**
  * Request p99 of the shared queue's twin whose busy devices go round the models in turn, as a busy
- * share-intake worker does, instead of taking the oldest job's model: the part of the live tail
- * that order alone explains.
+ * share-intake worker does, instead of taking the oldest job's model, and take as many batches at
+ * once as the arm's workers do (their idle take, SHOAL_IDLE_TAKE_TOKENS, in batches): the part of
+ * the live tail that order and take alone explain.
  */
-function rotationP99Ms(trace: Trace, pathMs: number): number {
-  return simulate({ trace, devices: WORKERS, cost: COST, policy: sharedQueue({ order: "rotation" }), batching: BATCHING, seed: SEED, pathMs }).latency[
-    "request"
-  ]!.p99Ms;
+function rotationP99Ms(trace: Trace, pathMs: number, takeBatches: number): number {
+  const policy = sharedQueue({ order: "rotation", takeBatches });
+  return simulate({ trace, devices: WORKERS, cost: COST, policy, batching: BATCHING, seed: SEED, pathMs }).latency["request"]!.p99Ms;
+}
+
+/** An arm's workers' idle take in whole batches (at least one). */
+function takeBatchesOf(arm: DispatchArm): number {
+  const tokens = Number(arm.workerEnv["SHOAL_IDLE_TAKE_TOKENS"] ?? defaultIdleTakeTokens(1, BATCHING.maxBatchTokens, BATCHING.perCallOverheadTokens));
+  return Math.max(1, Math.round(tokens / BATCHING.maxBatchTokens));
 }
 
 let current: TestCluster | undefined;
@@ -417,7 +402,9 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
       log(
         `   ${arm.name} ρ=${load}: ${trace.jobs.length} jobs, answered ${(live.answeredFraction * 100).toFixed(1)}%, request p50/p99 ${fmtMs(live.requestP50Ms)}/${fmtMs(live.requestP99Ms)} ms, ` +
           `${live.throughputJobsPerSecond.toFixed(1)} jobs/s, busy ${point.busy.toFixed(2)} | DES twin p99 ${fmtMs(twin.point.requestP99Ms)} ms, ${twin.point.throughputJobsPerSecond.toFixed(1)} jobs/s` +
-          (arm.jobTopics === "per-model" ? `; its busy devices going round the models instead: p99 ${fmtMs(rotationP99Ms(trace, pathMs))} ms` : ""),
+          (arm.jobTopics === "per-model"
+            ? `; its busy devices going round the models instead, ${takeBatchesOf(arm)} batch(es) a take: p99 ${fmtMs(rotationP99Ms(trace, pathMs, takeBatchesOf(arm)))} ms`
+            : ""),
       );
       const slowest = slowestCalls(latencies, timings);
       log(

@@ -53,21 +53,39 @@ export type DispatchPolicy =
        * (default): the oldest waiting job's, the central queue's order. `rotation`: the next model
        * with jobs after the one it ran last, in its own round (devices start at different models),
        * as a busy share-intake worker goes round the model topics (pullByModel); a device that was
-       * idle takes the job that came, as a waiting fetch does.
+       * idle takes the job that came, as a waiting fetch does. `heads`: the model whose oldest job
+       * not yet acknowledged (waiting, or in a batch running on any device) arrived first, what a
+       * worker learns from the broker's queue heads (SHOAL_SHARE_HEADS_MS): a share partition's
+       * head is its oldest record not acknowledged, acquired ones included.
        */
-      readonly order?: "oldest" | "rotation";
+      readonly order?: "oldest" | "rotation" | "heads";
+      /**
+       * A queue per model: a device takes up to this many batches of the model at once and runs
+       * them back to back (default 1), as a share-intake worker whose idle take
+       * (SHOAL_IDLE_TAKE_TOKENS) is several batches' worth holds the jobs it fetched.
+       */
+      readonly takeBatches?: number;
     }
   | { readonly kind: "routed"; readonly name: string; readonly createRouter: (devices: number, rand: () => number) => Router };
 
 /** (a) Shoal: one shared queue; an idle device assembles its batch from it at pull time. */
-export function sharedQueue(opts: { mixedTakeTokens?: number; order?: "oldest" | "rotation" } = {}): DispatchPolicy {
-  if (opts.order === "rotation") {
-    if (opts.mixedTakeTokens !== undefined) throw new RangeError("a rotation is over a queue per model: no mixedTakeTokens");
-    return { kind: "shared", name: "shared queue, busy devices go round the models", order: "rotation" };
+export function sharedQueue(opts: { mixedTakeTokens?: number; order?: "oldest" | "rotation" | "heads"; takeBatches?: number } = {}): DispatchPolicy {
+  const order = opts.order ?? "oldest";
+  const takeBatches = opts.takeBatches ?? 1;
+  if (!(Number.isSafeInteger(takeBatches) && takeBatches >= 1)) throw new RangeError(`takeBatches must be an integer >= 1 (got ${takeBatches})`);
+  if (opts.mixedTakeTokens !== undefined) {
+    if (order !== "oldest" || takeBatches !== 1) throw new RangeError(`a ${order} order or a take of batches is over a queue per model: no mixedTakeTokens`);
+    if (!(opts.mixedTakeTokens >= 1)) throw new RangeError(`mixedTakeTokens must be >= 1 (got ${opts.mixedTakeTokens})`);
+    return { kind: "shared", name: `shared queue, mixed fetch of ${opts.mixedTakeTokens} tokens`, mixedTakeTokens: opts.mixedTakeTokens };
   }
-  if (opts.mixedTakeTokens === undefined) return { kind: "shared", name: "shared queue" };
-  if (!(opts.mixedTakeTokens >= 1)) throw new RangeError(`mixedTakeTokens must be >= 1 (got ${opts.mixedTakeTokens})`);
-  return { kind: "shared", name: `shared queue, mixed fetch of ${opts.mixedTakeTokens} tokens`, mixedTakeTokens: opts.mixedTakeTokens };
+  const orderName = { oldest: "", rotation: ", busy devices go round the models", heads: ", busy devices take the oldest unacknowledged head's model" }[order];
+  const takeName = takeBatches > 1 ? `, ${takeBatches} batches a take` : "";
+  return {
+    kind: "shared",
+    name: `shared queue${orderName}${takeName}`,
+    ...(order === "oldest" ? {} : { order }),
+    ...(takeBatches > 1 ? { takeBatches } : {}),
+  };
 }
 
 /** 32-bit mix of an integer (murmur3 finaliser): the partitioner's hash of a job key. */

@@ -81,6 +81,37 @@ describe("discrete-event simulation", () => {
     assert.throws(() => sharedQueue({ order: "rotation", mixedTakeTokens: 10 }), /rotation/);
   });
 
+  it("a heads order counts a model's running jobs as its head: the broker's head is the oldest record not acknowledged", () => {
+    // A (model 0) at 0 ms on device 0, B (model 1) at 1 ms on device 1; D (model 0) waits from 2 ms,
+    // C (model 1) from 3 ms. At 10 ms device 0 is free: D is the oldest waiting job, but model 1's
+    // head is B, still running on device 1, so a heads order takes C.
+    const trace: Trace = { ...manualTrace([0, 1, 2, 3]), models: [ONE_MODEL, { ...ONE_MODEL, id: "n" }] };
+    const jobs = trace.jobs.map((j, i) => ({ ...j, model: [0, 1, 0, 1][i]! }));
+    const run = (order: "oldest" | "rotation" | "heads"): number[] => [
+      ...simulate({ trace: { ...trace, jobs }, devices: 2, cost: flat10, policy: sharedQueue({ order }) }).latenciesMs,
+    ];
+    assert.deepEqual(run("oldest"), [10, 10, 18, 18]);
+    assert.deepEqual(run("rotation"), [10, 10, 18, 18]);
+    assert.deepEqual(run("heads"), [10, 10, 19, 17]);
+  });
+
+  it("a take of several batches holds the model's jobs on one device, run back to back", () => {
+    // One job per batch; model 0 at 0, 1 and 3 ms, model 1 at 2 ms, one device.
+    const trace: Trace = { ...manualTrace([0, 1, 2, 3]), models: [ONE_MODEL, { ...ONE_MODEL, id: "n" }] };
+    const jobs = trace.jobs.map((j, i) => ({ ...j, model: [0, 0, 1, 0][i]! }));
+    const batching = { ...WORKER_BATCHING, maxBatchItems: 1 };
+    const run = (takeBatches: number): number[] => [
+      ...simulate({ trace: { ...trace, jobs }, devices: 1, cost: flat10, policy: sharedQueue({ takeBatches }), batching }).latenciesMs,
+    ];
+    // One batch a take: the job at 2 ms (model 1) goes before the one at 3 ms.
+    assert.deepEqual(run(1), [10, 19, 28, 37]);
+    // Two: at 10 ms the device takes both of model 0's waiting jobs, and model 1's waits for them.
+    assert.deepEqual(run(2), [10, 19, 38, 27]);
+    assert.equal(sharedQueue({ takeBatches: 2 }).name, "shared queue, 2 batches a take");
+    assert.throws(() => sharedQueue({ takeBatches: 0 }), /takeBatches/);
+    assert.throws(() => sharedQueue({ takeBatches: 2, mixedTakeTokens: 10 }), /mixedTakeTokens/);
+  });
+
   it("pathMs adds the live path's fixed latency to every answer, not to device time", () => {
     const r = simulate({ trace: manualTrace([0, 5, 30]), devices: 1, cost: flat10, policy: sharedQueue(), pathMs: 7 });
     assert.deepEqual([...r.latenciesMs], [17, 22, 17]);

@@ -95,6 +95,8 @@ interface Device {
   readonly resident: number[];
   /** A rotating shared queue: where this device's next round over the models starts. */
   next: number;
+  /** Jobs of the batches running now (a `heads` order counts them as not yet acknowledged). */
+  running: TraceJob[];
 }
 
 type SimEvent =
@@ -130,6 +132,7 @@ export function simulate(opts: SimOptions): SimResult {
     resident: Array.from({ length: Math.min(residentCap, trace.models.length) }, (_, m) => m),
     // Devices start their rounds at different models (as workers do).
     next: Math.floor((index * trace.models.length) / n),
+    running: [],
   }));
   const shared = opts.policy.kind === "shared" ? new JobQueue() : undefined;
   const router: Router | undefined = opts.policy.kind === "routed" ? opts.policy.createRouter(n, mulberry32(opts.seed ?? 1)) : undefined;
@@ -184,6 +187,23 @@ export function simulate(opts: SimOptions): SimResult {
   }
 
   /**
+   * A `heads` order: the model with jobs waiting whose oldest job not yet acknowledged (waiting, or
+   * running on any device) arrived first; ties go to the first in the device's round.
+   */
+  function headsPick(d: Device, q: JobQueue): number | undefined {
+    const models = q.models;
+    const head = Array.from({ length: models }, (_, m) => q.headArrivalMs(m));
+    for (const x of devices) for (const job of x.running) head[job.model] = Math.min(head[job.model]!, job.arrivalMs);
+    let best: number | undefined;
+    for (let k = 0; k < models; k++) {
+      const m = (d.next + k) % models;
+      if (q.waiting(m) > 0 && (best === undefined || head[m]! < head[best]!)) best = m;
+    }
+    if (best !== undefined) d.next = (best + 1) % models;
+    return best;
+  }
+
+  /**
    * Starts the device's next batch if it is idle and has work that should start now; `continuing`:
    * it just finished one (a rotating shared queue then takes the next model in its round).
    */
@@ -203,10 +223,18 @@ export function simulate(opts: SimOptions): SimResult {
     }
     const mixed = opts.policy.kind === "shared" ? opts.policy.mixedTakeTokens : undefined;
     if (mixed === undefined) {
-      const rotating = continuing && opts.policy.kind === "shared" && opts.policy.order === "rotation";
-      const batch = q.take(batching, rotating ? rotationPick(d, q) : undefined);
-      queued -= batch.length;
-      run(d, [batch], now);
+      const order = continuing && opts.policy.kind === "shared" ? opts.policy.order : undefined;
+      const first = q.take(batching, order === "rotation" ? rotationPick(d, q) : order === "heads" ? headsPick(d, q) : undefined);
+      const batches = [first];
+      // A take of several batches: more of the same model's jobs, run back to back.
+      const takeBatches = opts.policy.kind === "shared" ? (opts.policy.takeBatches ?? 1) : 1;
+      for (let k = 1; k < takeBatches && first.length > 0; k++) {
+        const more = q.take(batching, first[0]!.model);
+        if (more.length === 0) break;
+        batches.push(more);
+      }
+      queued -= batches.reduce((sum, b) => sum + b.length, 0);
+      run(d, batches, now);
       return true;
     }
     // A mixed fetch: the oldest jobs of any model, then one batch per model, one after another.
@@ -222,6 +250,7 @@ export function simulate(opts: SimOptions): SimResult {
   function run(d: Device, batchList: TraceJob[][], now: number): void {
     let t = now;
     for (const batch of batchList) t = runBatch(d, batch, now, t);
+    d.running = batchList.flat();
     d.busy = true;
     d.runningJobs = batchList.reduce((n, b) => n + b.length, 0);
     d.runningTokens = batchList.reduce((n, b) => n + b.reduce((s, j) => s + j.totalTokens, 0), 0);
@@ -313,6 +342,7 @@ export function simulate(opts: SimOptions): SimResult {
       return;
     }
     d.busy = false;
+    d.running = [];
     d.runningJobs = 0;
     d.runningTokens = 0;
     lastDone = Math.max(lastDone, time);

@@ -118,6 +118,12 @@ export class JobQueue {
     return taken;
   }
 
+  /** Arrival of `model`'s oldest waiting job (Infinity when none waits). */
+  headArrivalMs(model: number): number {
+    const fifo = this.fifos[model];
+    return fifo?.[this.heads[model]!]?.arrivalMs ?? Infinity;
+  }
+
   /** Jobs of `model` waiting. */
   waiting(model: number): number {
     const fifo = this.fifos[model];
