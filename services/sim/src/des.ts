@@ -95,7 +95,7 @@ interface Device {
   readonly resident: number[];
   /** A rotating shared queue: where this device's next round over the models starts. */
   next: number;
-  /** Jobs of the batches running now (a `heads` order counts them as not yet acknowledged). */
+  /** Jobs of the take running now, until its last batch ends (a `heads` order counts them as not yet acknowledged). */
   running: TraceJob[];
 }
 
