@@ -11,9 +11,9 @@
  *     [--profile gpu-h200-minilm] [--dilation 40] [--workers 4] [--path-ms 10]
  */
 import { parseArgs } from "node:util";
-import { sharedQueue, simulate, WORKER_BATCHING } from "@shoal/sim";
+import { sharedQueue, simulate } from "@shoal/sim";
 import { simProfile } from "@shoal/worker/runtime/simulated/profile";
-import { benchScale, benchTraceAt } from "./dispatch-trace.ts";
+import { benchDevice, benchScale, benchTraceAt } from "./dispatch-trace.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -32,8 +32,7 @@ const profile = simProfile(args.profile);
 const dilation = Number(args.dilation);
 const workers = Number(args.workers);
 const pathMs = Number(args["path-ms"]);
-const cost = { aMs: profile.aMs * dilation, bMsPerToken: profile.bMsPerToken * dilation, cMsPerToken2: profile.cMsPerToken2 * dilation };
-const batching = { ...WORKER_BATCHING, perCallOverheadTokens: Math.round(profile.aMs / Math.max(profile.bMsPerToken, 1e-9)) };
+const { cost, batching } = benchDevice(profile, dilation);
 const ORDERS = ["oldest", "rotation", "heads"] as const;
 const takes = list(args.takes);
 

@@ -1,5 +1,5 @@
-import { generateTrace, loneJobMs, type SimBatching, type Trace } from "@shoal/sim";
-import type { CallCost } from "@shoal/worker/runtime/simulated/profile";
+import { generateTrace, loneJobMs, WORKER_BATCHING, type SimBatching, type Trace } from "@shoal/sim";
+import type { CallCost, SimProfile } from "@shoal/worker/runtime/simulated/profile";
 import { percentile } from "./workload.ts";
 
 /** The agent trace of `bench:dispatch` and `bench:dispatch-orders`. */
@@ -47,4 +47,15 @@ export function benchScale(o: BenchTraceOptions, cost: CallCost, batching: SimBa
   }
   const workPerRequestMs = work / reference.requests;
   return { reference, loneMedianMs: percentile(loneRequest, 50), rateAt: (load) => (load * devices * 1000) / workPerRequestMs };
+}
+
+/**
+ * A profile's devices as the benches run them: every cost stretched by the dilation, and the
+ * worker's batching tuned for the hardware (its per-call overhead in tokens is the profile's a ÷ b).
+ */
+export function benchDevice(profile: SimProfile, dilation: number): { cost: CallCost; batching: SimBatching } {
+  return {
+    cost: { aMs: profile.aMs * dilation, bMsPerToken: profile.bMsPerToken * dilation, cMsPerToken2: profile.cMsPerToken2 * dilation },
+    batching: { ...WORKER_BATCHING, perCallOverheadTokens: Math.round(profile.aMs / Math.max(profile.bMsPerToken, 1e-9)) },
+  };
 }

@@ -43,7 +43,7 @@ import { appendFile, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { readModelDir } from "@shoal/common/model-manifest";
 import { ensureModel, mulberry32 } from "@shoal/models";
-import { sharedQueue, simulate, WORKER_BATCHING, type Trace, type TraceJob } from "@shoal/sim";
+import { sharedQueue, simulate, type Trace, type TraceJob } from "@shoal/sim";
 import { defaultIdleTakeTokens } from "@shoal/worker/config";
 import { lagVerdict } from "@shoal/worker/runtime/simulated/device";
 import { callCostMs, simProfile } from "@shoal/worker/runtime/simulated/profile";
@@ -55,7 +55,7 @@ import { benchBroker } from "./bench-broker.ts";
 import { loadPoint, passes, type LoadPoint } from "./dispatch-analysis.ts";
 import { DEFAULT_ARMS, parseArms, type DispatchArm } from "./dispatch-arms.ts";
 import { dispatchChartSvg } from "./dispatch-chart.ts";
-import { benchScale, benchTraceAt } from "./dispatch-trace.ts";
+import { benchDevice, benchScale, benchTraceAt } from "./dispatch-trace.ts";
 import { reportLines, writeInfinity, type ArmPoint, type ArmResult, type DispatchResults } from "./dispatch-report.ts";
 import { percentile, textOfTokens } from "./workload.ts";
 
@@ -102,19 +102,15 @@ const SLO_MULTIPLES = [5, 10, 20];
 const ROUTER_TIME = args["router-time"];
 if (ROUTER_TIME !== "device" && ROUTER_TIME !== "wall") throw new Error(`--router-time is device (default) or wall, not ${ROUTER_TIME}`);
 // A worker tuned for its hardware sets its per-call overhead to the profile's a ÷ b (as bench:dispatch-sim does).
-const BATCHING = { ...WORKER_BATCHING, perCallOverheadTokens: Math.round(PROFILE.aMs / Math.max(PROFILE.bMsPerToken, 1e-9)) };
+const { cost: COST, batching: BATCHING } = benchDevice(PROFILE, DILATION);
+/** A worker's default idle take here (one inference thread each). */
+const IDLE_TAKE_TOKENS = defaultIdleTakeTokens(1, BATCHING.maxBatchTokens, BATCHING.perCallOverheadTokens);
 /**
  * Routers' refresh and status intervals in the emulated device's time (×dilation), or as given
  * (wall: the runs before 2026-12-05's); the per-lane shared queue's twin takes a worker's default
  * idle take (one inference thread each here).
  */
-const ARMS = parseArms(
-  args.arms,
-  WORKERS,
-  ROUTER_TIME === "device" ? DILATION : 1,
-  defaultIdleTakeTokens(1, BATCHING.maxBatchTokens, BATCHING.perCallOverheadTokens),
-);
-const COST = { aMs: PROFILE.aMs * DILATION, bMsPerToken: PROFILE.bMsPerToken * DILATION, cMsPerToken2: PROFILE.cMsPerToken2 * DILATION };
+const ARMS = parseArms(args.arms, WORKERS, ROUTER_TIME === "device" ? DILATION : 1, IDLE_TAKE_TOKENS);
 const CALL_TIMEOUT_MS = 20_000;
 
 const log = (m: string): void => void process.stderr.write(`${m}\n`);
@@ -166,7 +162,7 @@ function rotationP99Ms(trace: Trace, pathMs: number, takeBatches: number): numbe
 
 /** An arm's workers' idle take in whole batches (at least one). */
 function takeBatchesOf(arm: DispatchArm): number {
-  const tokens = Number(arm.workerEnv["SHOAL_IDLE_TAKE_TOKENS"] ?? defaultIdleTakeTokens(1, BATCHING.maxBatchTokens, BATCHING.perCallOverheadTokens));
+  const tokens = Number(arm.workerEnv["SHOAL_IDLE_TAKE_TOKENS"] ?? IDLE_TAKE_TOKENS);
   return Math.max(1, Math.round(tokens / BATCHING.maxBatchTokens));
 }
 
@@ -333,6 +329,7 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
     const pathMs = Math.max(0, percentile(probes, 50));
     log(`   ${arm.name}: live path outside the device ${pathMs.toFixed(1)} ms (median of 20 lone calls minus their device cost)`);
     const points: ArmPoint[] = [];
+    const takeBatches = takeBatchesOf(arm);
     for (const load of LOADS) {
       const rate = rateAt(load);
       const trace = traceAt(rate, Math.max(20, Math.round(rate * SECONDS)));
@@ -403,7 +400,7 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
         `   ${arm.name} ρ=${load}: ${trace.jobs.length} jobs, answered ${(live.answeredFraction * 100).toFixed(1)}%, request p50/p99 ${fmtMs(live.requestP50Ms)}/${fmtMs(live.requestP99Ms)} ms, ` +
           `${live.throughputJobsPerSecond.toFixed(1)} jobs/s, busy ${point.busy.toFixed(2)} | DES twin p99 ${fmtMs(twin.point.requestP99Ms)} ms, ${twin.point.throughputJobsPerSecond.toFixed(1)} jobs/s` +
           (arm.jobTopics === "per-model"
-            ? `; its busy devices going round the models instead, ${takeBatchesOf(arm)} batch(es) a take: p99 ${fmtMs(rotationP99Ms(trace, pathMs, takeBatchesOf(arm)))} ms`
+            ? `; its busy devices going round the models instead, ${takeBatches} batch(es) a take: p99 ${fmtMs(rotationP99Ms(trace, pathMs, takeBatches))} ms`
             : ""),
       );
       const slowest = slowestCalls(latencies, timings);
