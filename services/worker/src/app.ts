@@ -30,6 +30,8 @@ import { createReplyRegistry } from "./queue/reply-registry.ts";
 import { createRetryRouter } from "./queue/retry-router.ts";
 import { CooperativeQueue } from "./tasks/cooperative-queue.ts";
 import { createModelFleet, type ModelFleet } from "./tasks/model-fleet.ts";
+import { RunForecast } from "./batching/run-forecast.ts";
+import { delayedHandler } from "./intake/delayed-handler.ts";
 import { runnerOptionsFor } from "./tasks/runner-options.ts";
 import { createStatusPublisher, type StatusPublisher } from "./telemetry/status-publisher.ts";
 import { statusSnapshot } from "./telemetry/status-snapshot.ts";
@@ -102,6 +104,8 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   // than releasing it: a released routed record would wait for a rebalance of this worker's own group.
   let releaseRedelivers = false;
 
+  // When this worker's compute next frees up, from its model calls in progress (SHOAL_TAKE_AHEAD_MS).
+  const forecast = new RunForecast();
   const jobs = createJobLifecycle({
     pool: config.pool,
     workerId: config.workerId,
@@ -115,6 +119,8 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     },
     idleTakeTokens: config.idleTakeTokens,
     perCallOverheadTokens: config.perCallOverheadTokens,
+    takeAheadMs: config.takeAheadMs,
+    msToDrain: (waitingUnits) => forecast.msToDrain(waitingUnits),
     get maxDeliveries() {
       return shareIntake ? config.shareDeliveryLimit - 1 : undefined;
     },
@@ -153,7 +159,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     const pool = catalog.pools.get(config.pool);
     if (!pool) throw new Error(`pool '${config.pool}' is not in the catalog ${catalog.path}`);
     const tokenizeQueue = new CooperativeQueue();
-    const runnerOptions = runnerOptionsFor({ config, gate, tokenizeQueue, metrics, isCancelled: (jobId) => cancels.has(jobId) });
+    const runnerOptions = runnerOptionsFor({ config, gate, forecast, tokenizeQueue, metrics, isCancelled: (jobId) => cancels.has(jobId) });
     fleet = await createModelFleet({ config, catalog, gate, metrics, clock: systemClock, logger, runnerOptions, onChange: () => status?.changed() });
     await fleet.preload();
     preloaded = true;
@@ -198,7 +204,10 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     });
     shareIntake = intake.kind === "share" || intake.kind === "share+routed";
     releaseRedelivers = intake.kind === "share";
-    await intake.start(jobs);
+    // Benchmarks only: a simulated network between broker and worker puts Kafka's latency on the devices' clock.
+    const fetchDelayMs = config.runtime.kind === "simulated" ? config.runtime.fetchDelayMs : undefined;
+    if (fetchDelayMs) log.warn({ fetchDelayMs }, "SHOAL_SIM_FETCH_DELAY_MS: simulated network, every job reaches this worker late");
+    await intake.start(fetchDelayMs ? delayedHandler(jobs, fetchDelayMs) : jobs);
     probe.start();
     const resident = fleet.residency
       .snapshot()

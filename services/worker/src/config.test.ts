@@ -49,6 +49,10 @@ test("runtime: onnx by default, labelled by its provider; simulated:<profile> wi
   assert.equal(loadWorkerConfig({ ...base, SHOAL_RUNTIME: "simulated:gpu-a100-bert" }).runtime.kind, "simulated");
   const quickLoad = loadWorkerConfig({ ...base, SHOAL_RUNTIME: "simulated:gpu-h200-minilm", SHOAL_SIM_DILATION: "20", SHOAL_SIM_LOAD_MS: "50" });
   assert.deepEqual(quickLoad.runtime, { kind: "simulated", profile: "gpu-h200-minilm", dilation: 20, loadMs: 50 });
+  const late = loadWorkerConfig({ ...base, SHOAL_RUNTIME: "simulated:gpu-h200-minilm", SHOAL_SIM_FETCH_DELAY_MS: "120" });
+  assert.deepEqual(late.runtime, { kind: "simulated", profile: "gpu-h200-minilm", dilation: 1, fetchDelayMs: 120 });
+  assert.equal(loadWorkerConfig({ ...base }).takeAheadMs, 0, "take-ahead off by default");
+  assert.equal(loadWorkerConfig({ ...base, SHOAL_TAKE_AHEAD_MS: "150" }).takeAheadMs, 150);
 });
 
 test("runtime: an unknown profile, a bad dilation and a dilation without simulation are all reported", () => {
@@ -65,6 +69,11 @@ test("runtime: an unknown profile, a bad dilation and a dilation without simulat
   assert.throws(
     () => loadWorkerConfig({ ...base, SHOAL_RUNTIME: "simulated:cpu-minilm", SHOAL_SIM_LOAD_MS: "-1" }),
     /SHOAL_SIM_LOAD_MS=-1: expected a number >= 0/,
+  );
+  assert.throws(() => loadWorkerConfig({ ...base, SHOAL_SIM_FETCH_DELAY_MS: "10" }), /SHOAL_SIM_FETCH_DELAY_MS: only applies with SHOAL_RUNTIME=simulated/);
+  assert.throws(
+    () => loadWorkerConfig({ ...base, SHOAL_RUNTIME: "simulated:cpu-minilm", SHOAL_SIM_FETCH_DELAY_MS: "2.5" }),
+    /SHOAL_SIM_FETCH_DELAY_MS=2.5: expected an integer from 0 to 10000/,
   );
 });
 

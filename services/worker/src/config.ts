@@ -27,6 +27,8 @@ export type RuntimeChoice =
       readonly logCalls?: boolean;
       /** `SHOAL_SIM_LOAD_MS`: the model-load cost in profile ms instead of the profile's own (a benchmark's start-up time). */
       readonly loadMs?: number;
+      /** `SHOAL_SIM_FETCH_DELAY_MS`: each job record reaches the worker this long after the intake took it (a simulated network; intake/delayed-handler.ts). */
+      readonly fetchDelayMs?: number;
     };
 
 /** The worker's whole configuration, validated once at start. */
@@ -156,6 +158,11 @@ export interface WorkerConfig {
   readonly prefetchTokens: number;
   /** Share intake: estimated tokens a worker holding nothing takes at once (a batch's worth per thread). */
   readonly idleTakeTokens: number;
+  /**
+   * SHOAL_TAKE_AHEAD_MS: share intake: a busy worker with no job waiting to compute takes the idle
+   * take this long before its model call in progress is predicted to end (0: off, it asks once the call ended).
+   */
+  readonly takeAheadMs: number;
   readonly sessionTimeoutMs: number;
   readonly heartbeatIntervalMs: number;
   /** On SIGTERM: how long in-flight batches may take before the worker exits anyway. */
@@ -253,6 +260,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     // have started at once).
     prefetchTokens: r.int("SHOAL_PREFETCH_TOKENS", (inferenceThreads - 1) * batchMaxTokens + DEFAULT_PREFETCH_LOOKAHEAD_TOKENS, { min: 1 }),
     idleTakeTokens: r.int("SHOAL_IDLE_TAKE_TOKENS", defaultIdleTakeTokens(inferenceThreads, batchMaxTokens, perCallOverheadTokens), { min: 1 }),
+    takeAheadMs: r.int("SHOAL_TAKE_AHEAD_MS", 0, { min: 0, max: 10_000 }),
     sessionTimeoutMs,
     heartbeatIntervalMs,
     drainGraceMs: r.int("SHOAL_DRAIN_GRACE_MS", 20_000, { min: 0 }),
@@ -293,7 +301,7 @@ export function defaultIdleTakeTokens(inferenceThreads: number, batchMaxTokens: 
   return inferenceThreads * batchMaxTokens * batches;
 }
 
-/** `SHOAL_RUNTIME`, `SHOAL_SIM_DILATION` (a positive number), `SHOAL_SIM_LOG_CALLS` and `SHOAL_SIM_LOAD_MS` (only with a simulated runtime). */
+/** `SHOAL_RUNTIME`, `SHOAL_SIM_DILATION` (a positive number), `SHOAL_SIM_LOG_CALLS`, `SHOAL_SIM_LOAD_MS` and `SHOAL_SIM_FETCH_DELAY_MS` (only with a simulated runtime). */
 function readRuntime(r: EnvReader): RuntimeChoice {
   const raw = r.string("SHOAL_RUNTIME", "onnx");
   const dilationText = r.optionalString("SHOAL_SIM_DILATION");
@@ -302,9 +310,15 @@ function readRuntime(r: EnvReader): RuntimeChoice {
   const loadText = r.optionalString("SHOAL_SIM_LOAD_MS");
   const loadMs = loadText === undefined ? undefined : Number(loadText);
   if (loadMs !== undefined && !(Number.isFinite(loadMs) && loadMs >= 0)) r.problem(`SHOAL_SIM_LOAD_MS=${loadText}: expected a number >= 0`);
+  const delayText = r.optionalString("SHOAL_SIM_FETCH_DELAY_MS");
+  const fetchDelayMs = delayText === undefined ? undefined : Number(delayText);
+  if (fetchDelayMs !== undefined && !(Number.isInteger(fetchDelayMs) && fetchDelayMs >= 0 && fetchDelayMs <= 10_000)) {
+    r.problem(`SHOAL_SIM_FETCH_DELAY_MS=${delayText}: expected an integer from 0 to 10000`);
+  }
   if (raw === "onnx") {
     if (dilationText !== undefined) r.problem("SHOAL_SIM_DILATION: only applies with SHOAL_RUNTIME=simulated:<profile>");
     if (loadText !== undefined) r.problem("SHOAL_SIM_LOAD_MS: only applies with SHOAL_RUNTIME=simulated:<profile>");
+    if (delayText !== undefined) r.problem("SHOAL_SIM_FETCH_DELAY_MS: only applies with SHOAL_RUNTIME=simulated:<profile>");
     return { kind: "onnx" };
   }
   const profile = raw.startsWith("simulated:") ? raw.slice("simulated:".length) : undefined;
@@ -313,5 +327,12 @@ function readRuntime(r: EnvReader): RuntimeChoice {
     return { kind: "onnx" };
   }
   const logCalls = r.bool("SHOAL_SIM_LOG_CALLS", false);
-  return { kind: "simulated", profile, dilation, ...(logCalls ? { logCalls } : {}), ...(loadMs !== undefined ? { loadMs } : {}) };
+  return {
+    kind: "simulated",
+    profile,
+    dilation,
+    ...(logCalls ? { logCalls } : {}),
+    ...(loadMs !== undefined ? { loadMs } : {}),
+    ...(fetchDelayMs ? { fetchDelayMs } : {}),
+  };
 }

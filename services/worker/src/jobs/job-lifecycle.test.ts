@@ -425,6 +425,60 @@ describe("job lifecycle", () => {
     assert.ok(h.jobs.room() >= 1, "settled: room again");
   });
 
+  test("take-ahead: a busy worker takes the idle take once its work in hand is predicted done within the take-ahead, not earlier", () => {
+    const traces: Array<{ batchStarted(atMs: number): void }> = [];
+    // A forecast: the call in progress ends in `callLeftMs`, then 0.001 ms per waiting token-equivalent.
+    let callLeftMs: number | undefined;
+    const asked: number[] = [];
+    const h = harnessWith({
+      prefetchTokens: 256,
+      idleTakeTokens: 1_000,
+      perCallOverheadTokens: 25_000,
+      takeAheadMs: 40,
+      msToDrain: (units) => {
+        asked.push(units);
+        return callLeftMs === undefined && units === 0 ? undefined : (callLeftMs ?? 0) + units * 0.001;
+      },
+      fleet: {
+        tryAcquire: (model) => ({ model, resource: { submit: (_env, trace) => void traces.push(trace) }, release: () => undefined }),
+        acquire: () => Promise.reject(new Error("not used")),
+      },
+    });
+    h.jobs.deliver(delivery(envelope({ jobId: "a", text: "x".repeat(32) })));
+    callLeftMs = 20;
+    assert.equal(h.jobs.room(), 0, "job a waits: 20 ms of call left, then its own call (~25 ms) is 45 ms, over 40");
+    assert.ok(asked.at(-1)! > 25_000 && asked.at(-1)! < 25_100, `a waiting job counts its tokens and one call of its model: ${asked.at(-1)}`);
+    callLeftMs = 5;
+    assert.equal(h.jobs.room(), 3, "5 + ~25 ms = 30 ms, within 40: the idle take (1,000 tokens of ~60-token jobs), less the slot job a holds");
+    traces[0]!.batchStarted(performance.now());
+    callLeftMs = undefined;
+    assert.equal(h.jobs.room(), 0, "computing, its end not known yet (nothing learned)");
+    assert.equal(asked.at(-1), 0, "nothing waits once its batch started");
+    callLeftMs = 60;
+    assert.equal(h.jobs.room(), 0, "60 ms to go: a take now would hold jobs an idle worker could run");
+    callLeftMs = 40;
+    assert.equal(h.jobs.room(), 3, "40 ms to go: the idle take");
+    h.jobs.deliver(delivery(envelope({ jobId: "b", model: "m2", text: "x".repeat(32) })));
+    callLeftMs = 20;
+    assert.equal(h.jobs.room(), 0, "job b of another model waits: 20 ms + its call (~25 ms), over 40");
+    callLeftMs = 10;
+    assert.equal(h.jobs.room(), 2, "10 + ~25 ms, within 40: the idle take, less the slots of a and b");
+    const started: Array<{ batchStarted(atMs: number): void }> = [];
+    const off = harnessWith({
+      prefetchTokens: 256,
+      idleTakeTokens: 1_000,
+      perCallOverheadTokens: 25_000,
+      msToDrain: () => 0,
+      fleet: {
+        tryAcquire: (model) => ({ model, resource: { submit: (_env, trace) => void started.push(trace) }, release: () => undefined }),
+        acquire: () => Promise.reject(new Error("not used")),
+      },
+    });
+    off.jobs.deliver(delivery(envelope({ jobId: "a", text: "x".repeat(32) })));
+    started[0]!.batchStarted(performance.now());
+    assert.equal(off.jobs.room(), 0, "no take-ahead set (SHOAL_TAKE_AHEAD_MS 0): work about to end opens no room");
+  });
+
   test("a job delivered as often as the limit allows is dead-lettered with its reason, not run", async () => {
     const h = harnessWith({ maxDeliveries: 4 });
     const d = { ...delivery(envelope()), deliveryCount: 4 };

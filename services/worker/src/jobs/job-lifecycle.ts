@@ -68,6 +68,18 @@ export interface JobLifecycleDeps {
    */
   readonly perCallOverheadTokens?: number;
   /**
+   * With a prefetch budget: a busy worker whose work in hand is predicted to be done within this
+   * many milliseconds (`msToDrain`) takes what an idle worker would (`idleTakeTokens`), so its
+   * next jobs arrive as the device frees instead of a queue round trip after it
+   * (SHOAL_TAKE_AHEAD_MS: about the round trip). 0 or unset: off.
+   */
+  readonly takeAheadMs?: number;
+  /**
+   * Milliseconds until the calls in progress end and then `waitingUnits` token-equivalents more
+   * have run (RunForecast.msToDrain); undefined: not known yet.
+   */
+  readonly msToDrain?: (waitingUnits: number) => number | undefined;
+  /**
    * Deliveries after which a job is no longer run but dead-lettered (a job that kept its worker
    * from answering: crashes, lost locks). Unset: no limit (the intake cannot count deliveries).
    */
@@ -171,6 +183,9 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   const overheadTokens = deps.perCallOverheadTokens ?? 0;
   /** Record bytes of the jobs in hand. */
   let heldBytes = 0;
+  /** Jobs in hand whose first batch has not started (waiting for a model, tokenizing, batching): their tokens, and how many per model. */
+  let waitingTokens = 0;
+  const waitingModels = new Map<string, number>();
 
   function hold(entry: InFlight, tokens: number): void {
     entry.heldTokens = tokens;
@@ -201,8 +216,28 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     return heldTokens.interactive + heldTokens.batch + overheadTokens * models.size;
   }
 
+  function wait(entry: InFlight, tokens: number): void {
+    entry.waitingTokens = tokens;
+    if (tokens <= 0) return;
+    waitingTokens += tokens;
+    waitingModels.set(entry.model, (waitingModels.get(entry.model) ?? 0) + 1);
+  }
+
   function started(entry: InFlight): void {
+    if (entry.waitingTokens > 0) {
+      waitingTokens -= entry.waitingTokens;
+      const n = (waitingModels.get(entry.model) ?? 1) - 1;
+      if (n <= 0) waitingModels.delete(entry.model);
+      else waitingModels.set(entry.model, n);
+    }
     entry.waitingTokens = 0;
+  }
+
+  /** Whether a busy worker takes its next jobs now: its work in hand (the calls running, then one call per model waiting) is done within the take-ahead. */
+  function takesAhead(): boolean {
+    if (!deps.takeAheadMs) return false;
+    const drainMs = deps.msToDrain?.(waitingTokens + overheadTokens * waitingModels.size);
+    return drainMs !== undefined && drainMs <= deps.takeAheadMs;
   }
 
   function settle(envelope: JobEnvelope, outcome: Settlement, traceStatus: string, failed: boolean): void {
@@ -408,7 +443,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
         `delivered ${delivery.deliveryCount} times without an answer (its worker crashed or lost the job's lock each time)`,
       );
     }
-    entry.waitingTokens = estimateJobTokens(envelope, model.spec.maxSequenceLength);
+    wait(entry, estimateJobTokens(envelope, model.spec.maxSequenceLength));
     hold(entry, entry.waitingTokens);
     meanJobTokens += (entry.waitingTokens - meanJobTokens) / 16;
     const lease = deps.fleet.tryAcquire(model.id);
@@ -446,8 +481,9 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       const slots = Math.max(0, deps.maxInFlight - inFlight.size);
       if (deps.prefetchTokens === undefined || slots === 0) return slots;
       const all = heldTokens.interactive + heldTokens.batch;
-      // Nothing computing or waiting (answers may still be on their way): a batch's worth (at least one job, however large).
-      if (all === 0) return Math.min(slots, Math.max(1, Math.floor((deps.idleTakeTokens ?? deps.prefetchTokens) / meanJobTokens)));
+      // Nothing computing or waiting (answers may still be on their way), or only a call about to
+      // end (take-ahead): a batch's worth (at least one job, however large).
+      if (all === 0 || takesAhead()) return Math.min(slots, Math.max(1, Math.floor((deps.idleTakeTokens ?? deps.prefetchTokens) / meanJobTokens)));
       // Busy: more only while the work in hand, running included, is under the budget.
       const free = deps.prefetchTokens - workInHand(lane === "interactive" ? "interactive" : "all");
       if (free <= 0) return 0;

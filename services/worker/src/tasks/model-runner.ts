@@ -4,6 +4,7 @@ import { JobStatus, type JobEnvelope, type JobResult } from "@shoal/gen/shoal/v1
 import { Batcher, type BatcherOptions, type CloseReason } from "../batching/batcher.ts";
 import type { Clock } from "../batching/clock.ts";
 import type { ComputeGate } from "../batching/compute-gate.ts";
+import { callUnits, type RunForecast } from "../batching/run-forecast.ts";
 import type { InferenceThreads, RunGroup } from "../runtime/inference-threads.ts";
 import type { ModelSpec } from "@shoal/common/model-manifest";
 import { planSubBatches } from "../runtime/padding-plan.ts";
@@ -27,6 +28,8 @@ export interface ModelRunnerOptions {
   readonly gate?: ComputeGate;
   /** With a gate: close a batch only once the gate grants it (default true); false: close, then wait. */
   readonly closeOnGrant?: boolean;
+  /** Told when each model call starts and ends (the worker's forecast of when its compute frees up). */
+  readonly forecast?: RunForecast;
   /** Most padded tokens per model call of the batch lane (preemption granularity); none: unbounded. */
   readonly batchLaneCallTokens?: number;
   /** Where jobs are tokenized, a slice at a time, interactive ones first (shared by the worker's models). */
@@ -259,7 +262,16 @@ export class ModelRunner {
       granted.slot = undefined;
       const release = slot ?? (await this.opts.gate?.acquire(this.spec.id, lane));
       const startedAtMs = performance.now();
-      const out = await this.threads.run(call.map((g) => this.runGroup(g.map((i) => items[i]!)))).finally(() => release?.());
+      const ended = this.opts.forecast?.begin(
+        callUnits(
+          call.map((g) => g.map((i) => items[i]!.tokens)),
+          this.opts.perCallOverheadTokens,
+        ),
+      );
+      const out = await this.threads.run(call.map((g) => this.runGroup(g.map((i) => items[i]!)))).finally(() => {
+        ended?.();
+        release?.();
+      });
       const endedAtMs = performance.now();
       paddedTokens += out.paddedTokens;
       inferenceMs += out.inferenceMs;

@@ -1,5 +1,6 @@
 import type { CatalogModel } from "@shoal/common";
 import type { ComputeGate } from "../batching/compute-gate.ts";
+import type { RunForecast } from "../batching/run-forecast.ts";
 import type { WorkerConfig } from "../config.ts";
 import type { WorkerMetrics } from "../telemetry/worker-metrics.ts";
 import type { CooperativeQueue } from "./cooperative-queue.ts";
@@ -8,6 +9,7 @@ import type { ModelRunnerOptions } from "./model-runner.ts";
 export interface RunnerOptionsDeps {
   readonly config: WorkerConfig;
   readonly gate: ComputeGate;
+  readonly forecast: RunForecast;
   readonly tokenizeQueue: CooperativeQueue;
   readonly metrics: WorkerMetrics;
   readonly isCancelled: (jobId: string) => boolean;
@@ -32,6 +34,7 @@ export function runnerOptionsFor(deps: RunnerOptionsDeps): (model: CatalogModel)
       perCallOverheadTokens: config.perCallOverheadTokens,
       isCancelled: deps.isCancelled,
       gate: deps.gate,
+      forecast: deps.forecast,
       closeOnGrant: config.batchCloseOnGrant,
       tokenizeQueue: deps.tokenizeQueue,
       inputLimits: { maxInputs: config.maxInputs, maxInputChars: config.maxInputChars, maxRequestBytes: config.maxRequestBytes },
