@@ -94,9 +94,11 @@ describe("multi-host: Kafka, gateways and workers on separate network-namespace 
     const settings: ServiceSettings = { brokers: kafka.brokers, catalogPath, pool };
     const services: HostedService[] = [];
     cleanup.push(() => Promise.all(services.map((s) => s.proc.stop("SIGKILL"))));
-    const workers = await Promise.all(workerHosts.map((h) => startWorkerOn(h, settings)));
+    // Debug lines name each job (taken, result sent, not acknowledged, dropped): a lost call can be followed through the logs.
+    const traced = { LOG_LEVEL: "debug" };
+    const workers = await Promise.all(workerHosts.map((h) => startWorkerOn(h, settings, traced)));
     services.push(...workers);
-    const gateways = await Promise.all(gatewayHosts.map((h) => startGatewayOn(h, settings)));
+    const gateways = await Promise.all(gatewayHosts.map((h) => startGatewayOn(h, settings, traced)));
     services.push(...gateways);
     const model = ((await gateways[0]!.proc.waitForLog((l) => l.msg === "gateway serving"))["models"] as string[])[0]!;
     const setupS = (performance.now() - t0) / 1000;
@@ -231,7 +233,7 @@ describe("multi-host: Kafka, gateways and workers on separate network-namespace 
     // (c) A fourth worker host joins: from starting the process to its first job.
     start = performance.now();
     const newHost = await lab.addHost("w4");
-    const newWorker = await startWorkerOn(newHost, settings);
+    const newWorker = await startWorkerOn(newHost, settings, traced);
     services.push(newWorker);
     const joinedS = (performance.now() - start) / 1000;
     const tookJobs = await eventually(async () => (await workerJobs(newWorker)) > 0, 30_000, 250);

@@ -123,6 +123,7 @@ export function createDirectReplyServer(logger: Logger, opts: DirectReplyOptions
         span.setAttribute(Attr.JOB_ID, result.jobId);
         const outcome = opts.onResult(result);
         opts.onReceived?.(outcome);
+        if (outcome === "unknown") log.debug({ jobId: result.jobId }, "direct result with no waiting call dropped (late or duplicate)");
         stream.respond({ ":status": 200, [DIRECT_REPLY_OUTCOME_HEADER]: outcome }, { endStream: true });
       } catch (err) {
         span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });

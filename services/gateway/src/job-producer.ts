@@ -16,6 +16,7 @@ export interface JobProducer {
  *   (kafkajs would otherwise keep retrying for many seconds while the broker is away)
  */
 export function createJobProducer(kafka: Kafka, logger: Logger, ackTimeoutMs = 3_000, signer?: RecordSigner): JobProducer {
+  const log = logger.child({ component: "jobs-out" });
   const producer = createBatchingProducer(kafka, logger, {
     name: "job-producer",
     ...(signer ? { signer } : {}),
@@ -34,6 +35,8 @@ export function createJobProducer(kafka: Kafka, logger: Logger, ackTimeoutMs = 3
       try {
         await Promise.race([producer.send(topic, message), timeout]);
       } catch (err) {
+        // The record may still be written (a slow acknowledgement): its result is then dropped here as unknown.
+        log.debug({ jobId: String(message.key), topic, err: (err as Error).message }, "job not acknowledged; the call is answered Unavailable");
         throw new QueueUnavailableError(`job queue unavailable: ${(err as Error).message}`);
       } finally {
         clearTimeout(timer);

@@ -37,6 +37,9 @@ export interface ReplyConsumerOptions {
   readonly onForged?: () => void;
 }
 
+/** Job ids named per debug line of dropped results. */
+const MAX_LOGGED_IDS = 50;
+
 /**
  * Reads this gateway replica's reply topic and hands each result to its waiting call.
  * Undecodable records are logged and skipped; results nobody waits for (duplicates, late
@@ -47,6 +50,7 @@ export function createReplyConsumer(kafka: Kafka, logger: Logger, opts: ReplyCon
 
   async function eachBatch({ batch, heartbeat, resolveOffset, commitOffsetsIfNecessary }: EachBatchPayload): Promise<void> {
     let dropped = 0;
+    const droppedIds: string[] = [];
     for (const message of batch.messages) {
       // The worker's reply carries its trace context: the receipt joins the request's trace.
       const span = startProcessSpan({ topic: batch.topic, partition: batch.partition, offset: message.offset }, {}, contextFromHeaders(message.headers));
@@ -59,7 +63,10 @@ export function createReplyConsumer(kafka: Kafka, logger: Logger, opts: ReplyCon
         }
         const result = decodeResult(message.value);
         span.setAttribute(Attr.JOB_ID, result.jobId);
-        if (opts.onResult(result) === "unknown") dropped += 1;
+        if (opts.onResult(result) === "unknown") {
+          dropped += 1;
+          if (droppedIds.length < MAX_LOGGED_IDS) droppedIds.push(result.jobId);
+        }
       } catch (err) {
         if (!(err instanceof RecordDecodeError)) throw err;
         span.setStatus({ code: SpanStatusCode.ERROR, message: err.message });
@@ -70,7 +77,7 @@ export function createReplyConsumer(kafka: Kafka, logger: Logger, opts: ReplyCon
     }
     if (dropped > 0) {
       opts.onDropped?.(dropped);
-      log.debug({ dropped }, "results with no waiting call dropped (late or duplicate)");
+      log.debug({ dropped, jobIds: droppedIds, partition: batch.partition }, "results with no waiting call dropped (late or duplicate)");
     }
     // The offset only bounds what a replacement consumer reads again (results nobody waits for
     // any more, dropped): committed every REPLY_COMMIT_INTERVAL_MS, not after every fetch.

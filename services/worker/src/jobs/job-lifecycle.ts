@@ -416,6 +416,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       existing.deliveries.push(delivery);
       return;
     }
+    log.debug({ jobId: envelope.jobId, attempt: envelope.attempt, deliveryCount: delivery.deliveryCount, source: sourceOf(delivery) }, "job taken");
     const trace = new JobTrace(delivery, envelope.jobId, envelope.model, deps.groupId, deps.workerId);
     const entry: InFlight = {
       deliveries: [delivery],

@@ -121,6 +121,7 @@ export function createResultSink(kafka: Kafka, logger: Logger, workerId: string,
       const target = opts.direct === undefined ? undefined : opts.registry?.direct(topic);
       if (target !== undefined && (await opts.direct!.send(target, value, headers))) {
         opts.onSent?.("direct");
+        log.debug({ jobId: result.jobId, topic, via: "direct" }, "result sent");
         return;
       }
       if (!(await topics.exists(topic))) {
@@ -132,6 +133,7 @@ export function createResultSink(kafka: Kafka, logger: Logger, workerId: string,
         try {
           await producer.send(topic, { key: result.jobId, value, partition, ...(headers ? { headers } : {}) });
           opts.onSent?.("topic");
+          log.debug({ jobId: result.jobId, topic, partition, via: "topic", attempt }, "result sent");
           return;
         } catch (err) {
           if (stopping || err instanceof ProducerClosedError) throw err;
