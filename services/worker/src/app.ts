@@ -120,6 +120,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     idleTakeTokens: config.idleTakeTokens,
     perCallOverheadTokens: config.perCallOverheadTokens,
     takeAheadMs: config.takeAheadMs,
+    batchMaxTokens: config.batchMaxTokens,
     msToDrain: (waitingUnits) => forecast.msToDrain(waitingUnits),
     get maxDeliveries() {
       return shareIntake ? config.shareDeliveryLimit - 1 : undefined;

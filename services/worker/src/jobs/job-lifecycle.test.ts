@@ -125,6 +125,16 @@ function harness(
 
 const harnessWith = (deps: Partial<JobLifecycleDeps>) => harness({ deps });
 
+/** A share worker's budgets with a forecast that records the waiting work it is asked about. */
+const takeAhead = (asked: number[], drainMs: (units: number) => number | undefined): Partial<JobLifecycleDeps> => ({
+  prefetchTokens: 256,
+  idleTakeTokens: 1_000,
+  msToDrain: (units) => {
+    asked.push(units);
+    return drainMs(units);
+  },
+});
+
 describe("job lifecycle", () => {
   test("a computed job's queue time is split: in Kafka until this worker took it, then held here", async () => {
     // Taken 30 ms after the gateway's enqueue; its batch started 75 ms after it: 45 ms held here.
@@ -431,14 +441,9 @@ describe("job lifecycle", () => {
     let callLeftMs: number | undefined;
     const asked: number[] = [];
     const h = harnessWith({
-      prefetchTokens: 256,
-      idleTakeTokens: 1_000,
+      ...takeAhead(asked, (units) => (callLeftMs === undefined && units === 0 ? undefined : (callLeftMs ?? 0) + units * 0.001)),
       perCallOverheadTokens: 25_000,
       takeAheadMs: 40,
-      msToDrain: (units) => {
-        asked.push(units);
-        return callLeftMs === undefined && units === 0 ? undefined : (callLeftMs ?? 0) + units * 0.001;
-      },
       fleet: {
         tryAcquire: (model) => ({ model, resource: { submit: (_env, trace) => void traces.push(trace) }, release: () => undefined }),
         acquire: () => Promise.reject(new Error("not used")),
@@ -477,6 +482,20 @@ describe("job lifecycle", () => {
     off.jobs.deliver(delivery(envelope({ jobId: "a", text: "x".repeat(32) })));
     started[0]!.batchStarted(performance.now());
     assert.equal(off.jobs.room(), 0, "no take-ahead set (SHOAL_TAKE_AHEAD_MS 0): work about to end opens no room");
+  });
+
+  test("take-ahead: waiting jobs count a call per batch their model's tokens fill, not one per model", () => {
+    const asked: number[] = [];
+    const h = harnessWith({ ...takeAhead(asked, () => undefined), maxInFlight: 8, perCallOverheadTokens: 1_000, batchMaxTokens: 100, takeAheadMs: 1 });
+    // ~60 estimated tokens each (text of 232 characters): three fill two batches of 100 tokens.
+    for (const id of ["a", "b", "c"]) h.jobs.deliver(delivery(envelope({ jobId: id, text: "x".repeat(232) })));
+    h.jobs.room();
+    const tokens = asked.at(-1)! % 1_000;
+    assert.ok(tokens > 100 && tokens <= 200, `three jobs' tokens: ${tokens}`);
+    assert.equal(Math.floor(asked.at(-1)! / 1_000), 2, "two batches of one model: two calls");
+    h.jobs.deliver(delivery(envelope({ jobId: "d", model: "m2", text: "x".repeat(32) })));
+    h.jobs.room();
+    assert.equal(Math.floor(asked.at(-1)! / 1_000), 3, "and a call for the other model");
   });
 
   test("a job delivered as often as the limit allows is dead-lettered with its reason, not run", async () => {

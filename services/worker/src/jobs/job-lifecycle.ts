@@ -74,6 +74,8 @@ export interface JobLifecycleDeps {
    * (SHOAL_TAKE_AHEAD_MS: about the round trip). 0 or unset: off.
    */
   readonly takeAheadMs?: number;
+  /** A batch's token budget (SHOAL_BATCH_MAX_TOKENS): the take-ahead counts a call per batch of a model's waiting jobs. Unset: one call per model. */
+  readonly batchMaxTokens?: number;
   /**
    * Milliseconds until the calls in progress end and then `waitingUnits` token-equivalents more
    * have run (RunForecast.msToDrain); undefined: not known yet.
@@ -183,9 +185,8 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   const overheadTokens = deps.perCallOverheadTokens ?? 0;
   /** Record bytes of the jobs in hand. */
   let heldBytes = 0;
-  /** Jobs in hand whose first batch has not started (waiting for a model, tokenizing, batching): their tokens, and how many per model. */
-  let waitingTokens = 0;
-  const waitingModels = new Map<string, number>();
+  /** Jobs in hand whose first batch has not started (waiting for a model, tokenizing, batching), per model: how many, their tokens. */
+  const waiting = new Map<string, { jobs: number; tokens: number }>();
 
   function hold(entry: InFlight, tokens: number): void {
     entry.heldTokens = tokens;
@@ -219,24 +220,34 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   function wait(entry: InFlight, tokens: number): void {
     entry.waitingTokens = tokens;
     if (tokens <= 0) return;
-    waitingTokens += tokens;
-    waitingModels.set(entry.model, (waitingModels.get(entry.model) ?? 0) + 1);
+    const w = waiting.get(entry.model) ?? { jobs: 0, tokens: 0 };
+    w.jobs += 1;
+    w.tokens += tokens;
+    waiting.set(entry.model, w);
   }
 
   function started(entry: InFlight): void {
-    if (entry.waitingTokens > 0) {
-      waitingTokens -= entry.waitingTokens;
-      const n = (waitingModels.get(entry.model) ?? 1) - 1;
-      if (n <= 0) waitingModels.delete(entry.model);
-      else waitingModels.set(entry.model, n);
+    const w = entry.waitingTokens > 0 ? waiting.get(entry.model) : undefined;
+    if (w) {
+      w.jobs -= 1;
+      w.tokens -= entry.waitingTokens;
+      if (w.jobs <= 0) waiting.delete(entry.model);
     }
     entry.waitingTokens = 0;
   }
 
-  /** Whether a busy worker takes its next jobs now: its work in hand (the calls running, then one call per model waiting) is done within the take-ahead. */
+  /** The waiting jobs' work in token-equivalents: their tokens, plus a call's overhead per batch each model's fill (at least one). */
+  function waitingUnits(): number {
+    const budget = deps.batchMaxTokens ?? Number.POSITIVE_INFINITY;
+    let units = 0;
+    for (const w of waiting.values()) units += w.tokens + overheadTokens * Math.max(1, Math.ceil(w.tokens / budget));
+    return units;
+  }
+
+  /** Whether a busy worker takes its next jobs now: its work in hand (the calls running, then the batches waiting) is done within the take-ahead. */
   function takesAhead(): boolean {
     if (!deps.takeAheadMs) return false;
-    const drainMs = deps.msToDrain?.(waitingTokens + overheadTokens * waitingModels.size);
+    const drainMs = deps.msToDrain?.(waitingUnits());
     return drainMs !== undefined && drainMs <= deps.takeAheadMs;
   }
 
