@@ -104,8 +104,8 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   // than releasing it: a released routed record would wait for a rebalance of this worker's own group.
   let releaseRedelivers = false;
 
-  // When this worker's compute next frees up, from its model calls in progress (SHOAL_TAKE_AHEAD_MS).
-  const forecast = new RunForecast();
+  // When this worker's compute next frees up, from its model calls in progress: only the take-ahead reads it.
+  const forecast = config.takeAheadMs > 0 ? new RunForecast() : undefined;
   const jobs = createJobLifecycle({
     pool: config.pool,
     workerId: config.workerId,
@@ -121,7 +121,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     perCallOverheadTokens: config.perCallOverheadTokens,
     takeAheadMs: config.takeAheadMs,
     batchMaxTokens: config.batchMaxTokens,
-    msToDrain: (waitingUnits) => forecast.msToDrain(waitingUnits),
+    ...(forecast ? { msToDrain: (waitingUnits: number) => forecast.msToDrain(waitingUnits) } : {}),
     get maxDeliveries() {
       return shareIntake ? config.shareDeliveryLimit - 1 : undefined;
     },
@@ -160,7 +160,14 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     const pool = catalog.pools.get(config.pool);
     if (!pool) throw new Error(`pool '${config.pool}' is not in the catalog ${catalog.path}`);
     const tokenizeQueue = new CooperativeQueue();
-    const runnerOptions = runnerOptionsFor({ config, gate, forecast, tokenizeQueue, metrics, isCancelled: (jobId) => cancels.has(jobId) });
+    const runnerOptions = runnerOptionsFor({
+      config,
+      gate,
+      ...(forecast ? { forecast } : {}),
+      tokenizeQueue,
+      metrics,
+      isCancelled: (jobId) => cancels.has(jobId),
+    });
     fleet = await createModelFleet({ config, catalog, gate, metrics, clock: systemClock, logger, runnerOptions, onChange: () => status?.changed() });
     await fleet.preload();
     preloaded = true;

@@ -427,7 +427,6 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       existing.deliveries.push(delivery);
       return;
     }
-    log.debug({ jobId: envelope.jobId, attempt: envelope.attempt, deliveryCount: delivery.deliveryCount, source: sourceOf(delivery) }, "job taken");
     const trace = new JobTrace(delivery, envelope.jobId, envelope.model, deps.groupId, deps.workerId);
     const entry: InFlight = {
       deliveries: [delivery],
@@ -441,6 +440,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       counted: false,
       takenUnixMs: unixNow(),
     };
+    log.debug({ jobId: envelope.jobId, attempt: envelope.attempt, deliveryCount: delivery.deliveryCount, source: entry.source }, "job taken");
     trace.onStarted(() => started(entry));
     inFlight.set(keyOf(envelope), entry);
     heldBytes += entry.bytes;

@@ -9,7 +9,8 @@ import type { ModelRunnerOptions } from "./model-runner.ts";
 export interface RunnerOptionsDeps {
   readonly config: WorkerConfig;
   readonly gate: ComputeGate;
-  readonly forecast: RunForecast;
+  /** Told about every model call (the take-ahead's forecast); none: nobody asks. */
+  readonly forecast?: RunForecast;
   readonly tokenizeQueue: CooperativeQueue;
   readonly metrics: WorkerMetrics;
   readonly isCancelled: (jobId: string) => boolean;
@@ -34,7 +35,7 @@ export function runnerOptionsFor(deps: RunnerOptionsDeps): (model: CatalogModel)
       perCallOverheadTokens: config.perCallOverheadTokens,
       isCancelled: deps.isCancelled,
       gate: deps.gate,
-      forecast: deps.forecast,
+      ...(deps.forecast ? { forecast: deps.forecast } : {}),
       closeOnGrant: config.batchCloseOnGrant,
       tokenizeQueue: deps.tokenizeQueue,
       inputLimits: { maxInputs: config.maxInputs, maxInputChars: config.maxInputChars, maxRequestBytes: config.maxRequestBytes },
