@@ -4,12 +4,16 @@ import { Code } from "@connectrpc/connect";
 import { createShoalClient, type RetryInfo } from "@shoal/client";
 import { jobsTopic } from "@shoal/common";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
+import { writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import kafkajs, { Kafka, logLevel, type Admin } from "kafkajs";
 import { startScratchCluster, type ScratchCluster } from "../infra/dev/broker.ts";
 import { gatewayResultCounters, repliesSince, replySnapshot } from "./harness/reply-topic.ts";
 import { startCluster } from "./harness/cluster.ts";
 import { maxAbsDiff } from "./harness/clients.ts";
 import { scrape, total } from "./harness/prometheus.ts";
+import { saveLogs } from "./harness/service-process.ts";
 import { eventually } from "./harness/wait.ts";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -36,11 +40,15 @@ describe("chaos on a replicated Kafka (3 brokers, RF 3, min ISR 2): a broker fai
     cleanup.push(() => kafkaCluster.stop());
     // Short worker sessions (as in chaos.test.ts): after the group coordinator moves, the members
     // kafkajs re-created on its crash/restart wait for the old ones to expire.
+    // Debug lines name each job (written, taken, result sent, call ended without it): a lost call
+    // can be followed through the logs, which a failed run leaves in a directory it names.
+    const traced = { LOG_LEVEL: "debug" };
     const cluster = await startCluster({
       brokers: kafkaCluster.brokers,
       workers: 2,
       partitions: 6,
-      workerEnv: { SHOAL_SESSION_TIMEOUT_MS: "3000", SHOAL_HEARTBEAT_INTERVAL_MS: "500" },
+      gatewayEnv: traced,
+      workerEnv: { ...traced, SHOAL_SESSION_TIMEOUT_MS: "3000", SHOAL_HEARTBEAT_INTERVAL_MS: "500" },
     });
     cleanup.push(() => cluster.stop());
     const model = cluster.modelIds[0]!;
@@ -230,8 +238,16 @@ describe("chaos on a replicated Kafka (3 brokers, RF 3, min ISR 2): a broker fai
         `results: ${onTopic.results} (${onTopic.direct} handed directly; on the reply topic ${onTopic.results - onTopic.direct} for ${onTopic.jobs} jobs, ${onTopic.computedTwice} computed twice), ${onTopic.dropped} dropped, ${onTopic.unaccounted} unaccounted (delivered twice)`,
     );
 
-    // A lost or doubled answer is read from the services' side: print what they warned of.
-    if (answered !== sent || onTopic.unaccounted > 0) for (const p of [...cluster.gateways, ...cluster.workers]) process.stderr.write(`${p.warnings(60)}\n`);
+    // A lost or doubled answer is read from the services' side: print what they warned of, and keep every line.
+    if (answered !== sent || onTopic.unaccounted > 0) {
+      for (const p of [...cluster.gateways, ...cluster.workers]) process.stderr.write(`${p.warnings(60)}\n`);
+      const logDir = join(tmpdir(), `shoal-chaos-replicated-${cluster.pool}`);
+      await saveLogs(logDir, [...cluster.gateways, ...cluster.workers]);
+      const wall = (t: number): string => new Date(performance.timeOrigin + t).toISOString();
+      const calls = failed.map((o) => ({ text: texts[outcomes.indexOf(o)], sent: wall(o.sentAt), ended: wall(o.doneAt), error: o.error }));
+      await writeFile(join(logDir, "failed-calls.json"), JSON.stringify({ killedAt: wall(killedAt), calls }, null, 1));
+      process.stderr.write(`chaos-replicated: service logs and the failed calls in ${logDir}\n`);
+    }
 
     assert.ok(movedOff, "every jobs partition got a live leader after the kill");
     assert.ok(backInSync, "the restarted broker caught up: 3 in-sync replicas on every jobs partition");

@@ -16,7 +16,7 @@ import { Code } from "@connectrpc/connect";
 import { createShoalClient, type ShoalClient } from "@shoal/client";
 import { jobsTopic } from "@shoal/common";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
-import { mkdir, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Kafka, logLevel } from "kafkajs";
@@ -28,6 +28,7 @@ import { KAFKA_CLIENT_PORT, startNetnsKafka } from "./harness/netns-kafka.ts";
 import { startGatewayOn, startWorkerOn, type HostedService, type ServiceSettings } from "./harness/netns-services.ts";
 import { scrape, total } from "./harness/prometheus.ts";
 import { gatewayResultCounters, repliesSince, replySnapshot, type ReplySnapshot } from "./harness/reply-topic.ts";
+import { saveLogs } from "./harness/service-process.ts";
 import { eventually } from "./harness/wait.ts";
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -53,12 +54,6 @@ async function partitionsOn(host: Host, topic: string): Promise<{ leader: number
   } finally {
     await admin.disconnect().catch(() => undefined);
   }
-}
-
-/** Writes every service's log lines to `dir/<name>.log` (JSON lines), for a look after a run. */
-async function saveLogs(dir: string, services: readonly HostedService[]): Promise<void> {
-  await mkdir(dir, { recursive: true });
-  for (const s of services) await writeFile(join(dir, `${s.host.label}.log`), s.proc.logs.map((l) => JSON.stringify(l)).join("\n"));
 }
 
 const RATE_PER_S = 10;
@@ -107,7 +102,10 @@ describe("multi-host: Kafka, gateways and workers on separate network-namespace 
     const logDir = join(tmpdir(), `shoal-multi-host-${pool}`);
     const runRecord: { outcomes?: unknown; events?: unknown } = {};
     cleanup.push(async () => {
-      await saveLogs(logDir, services);
+      await saveLogs(
+        logDir,
+        services.map((s) => ({ name: s.host.label, logs: s.proc.logs })),
+      );
       await writeFile(join(logDir, "run.json"), JSON.stringify(runRecord));
       process.stderr.write(`multi-host: service logs in ${logDir}\n`);
     });

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { resolve } from "node:path";
+import { mkdir, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "../..");
@@ -122,4 +123,10 @@ export class ServiceProcess {
       clearTimeout(timer);
     }
   }
+}
+
+/** Writes each service's log lines to `dir/<name>.log` (JSON lines), for a look after a run. */
+export async function saveLogs(dir: string, services: ReadonlyArray<{ readonly name: string; readonly logs: readonly LogLine[] }>): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  for (const s of services) await writeFile(join(dir, `${s.name}.log`), s.logs.map((l) => JSON.stringify(l)).join("\n"));
 }

@@ -176,30 +176,19 @@ export function createBatchingProducer(
       await sendOrStuck(topicMessages);
       for (const q of batch) q.resolve();
     } catch (err) {
-      if (err instanceof ProduceStuckError) {
-        for (const q of batch) q.reject(err);
-        if (connected) await reset(err, "a produce request is stuck (partition leader silent?)");
-        return;
-      }
-      // The records are refused, not written: the callers retry them (through the new producer).
-      if (isSequenceDesync(err)) {
-        for (const q of batch) q.reject(err);
-        if (connected) await reset(err, "producer sequence out of step with the partition leader");
-        return;
-      }
-      if (isRequestTimeout(err)) {
-        for (const q of batch) q.reject(err);
-        if (connected) await reset(err, "a produce request timed out (partition leader unreachable?)");
-        return;
-      }
+      if (err instanceof ProduceStuckError) return refuse(batch, err, "a produce request is stuck (partition leader silent?)");
+      if (isSequenceDesync(err)) return refuse(batch, err, "producer sequence out of step with the partition leader");
+      if (isRequestTimeout(err)) return refuse(batch, err, "a produce request timed out (partition leader unreachable?)");
       if (byTopic.size === 1) {
         log.warn({ err, records: batch.length }, "produce failed");
-        for (const q of batch) q.reject(err);
-        return;
+        return refuse(batch, err, "a produce request failed");
       }
       // kafkajs fails a whole request for one bad destination (an invalid or deleted topic, e.g.
       // the reply topic of a corrupted job record): retry each topic alone, so that only the
-      // records of the bad one fail and the others are not held hostage by it.
+      // records of the bad one fail and the others are not held hostage by it. The same records
+      // go out again with the same sequence numbers: one written already is acknowledged, not doubled.
+      const refused: Queued[] = [];
+      let cause: unknown;
       for (const [topic, messages] of byTopic) {
         const records = batch.filter((q) => q.topic === topic);
         try {
@@ -208,10 +197,24 @@ export function createBatchingProducer(
           for (const q of records) q.resolve();
         } catch (topicErr) {
           log.warn({ err: topicErr, topic, records: records.length }, "produce failed");
-          for (const q of records) q.reject(topicErr);
+          refused.push(...records);
+          cause = topicErr;
         }
       }
+      if (refused.length > 0) await refuse(refused, cause, "a produce request failed");
     }
+  }
+
+  /**
+   * Fails records whose request failed, and retires the producer that sent them. A failed request
+   * may still have been written (a leader that appended and replicated it, then died before it
+   * answered), yet kafkajs hands its sequence numbers to the next records of the same partitions:
+   * the new leader would take those for a retry of the written batch, acknowledge them with its
+   * offset and drop them (accepted work lost). A new producer id starts a sequence of its own.
+   */
+  async function refuse(records: readonly Queued[], err: unknown, why: string): Promise<void> {
+    for (const q of records) q.reject(err);
+    if (connected) await reset(err, why);
   }
 
   /** sendBatch, bounded by `stuckAfterMs` when set (the request itself is left to kafkajs). */

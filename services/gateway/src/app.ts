@@ -242,7 +242,11 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       admission,
       onAdmitted: (lane, tokens) => lagMonitor?.observeJob(lane, tokens),
       onRejected: (lane, reason) => metrics.admissionRejections.inc({ lane, reason }),
-      onAbandoned: (how) => metrics.abandonedJobs.inc({ how }),
+      onAbandoned: (how, jobId, err) => {
+        metrics.abandonedJobs.inc({ how });
+        // With the job's written and taken lines, a call that timed out can be followed to where its job stopped.
+        if (jobId !== "") logger.debug({ jobId, how, err: (err as Error).message }, "call ended without its result");
+      },
       dispatch,
     });
     // Outermost first: the trace and the metrics see the final, mapped code (and the caller's

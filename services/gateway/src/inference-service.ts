@@ -60,7 +60,7 @@ export interface InferenceDeps {
   readonly onAdmitted: (lane: LaneName, tokens: number) => void;
   readonly onRejected: (lane: LaneName, reason: string) => void;
   /** A call ended without its result (caller gone, deadline): what became of its job. */
-  readonly onAbandoned?: (how: AbandonedJob) => void;
+  readonly onAbandoned?: (how: AbandonedJob, jobId: string, err: unknown) => void;
   /** SHOAL_DISPATCH other than `shared`: the gateway picks each job's worker. Undefined: the pool's shared topics. */
   readonly dispatch?: RoutedDispatch | undefined;
 }
@@ -118,7 +118,7 @@ async function enqueueAndWait(
 ): Promise<JobResult> {
   if (ctx.signal.aborted) {
     // Gone while the request was read or admitted: nothing to compute, nothing to cancel.
-    deps.onAbandoned?.("not_sent");
+    deps.onAbandoned?.("not_sent", "", ctx.signal.reason);
     throw new CallCancelledError("the caller left before its job was sent");
   }
   const now = Date.now();
@@ -148,11 +148,11 @@ async function enqueueAndWait(
   } catch (err) {
     if (!(err instanceof QueueUnavailableError)) {
       // Still waiting behind the produce request in flight: taken back, so no worker ever sees it.
-      if (deps.producer.withdraw(message)) deps.onAbandoned?.("withdrawn");
+      if (deps.producer.withdraw(message)) deps.onAbandoned?.("withdrawn", jobId, err);
       else {
         const cancel = encodeCancel(create(JobCancelSchema, { jobId, deadlineUnixMs: BigInt(deadlineUnixMs) }));
         deps.producer.send(cancelTopic(plan.pool), { key: jobId, value: Buffer.from(cancel) }).catch(() => undefined);
-        deps.onAbandoned?.("cancel_sent");
+        deps.onAbandoned?.("cancel_sent", jobId, err);
       }
     }
     throw err;

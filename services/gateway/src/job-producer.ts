@@ -34,6 +34,7 @@ export function createJobProducer(kafka: Kafka, logger: Logger, ackTimeoutMs = 3
       });
       try {
         await Promise.race([producer.send(topic, message), timeout]);
+        log.debug({ jobId: String(message.key), topic }, "job written");
       } catch (err) {
         // The record may still be written (a slow acknowledgement): its result is then dropped here as unknown.
         log.debug({ jobId: String(message.key), topic, err: (err as Error).message }, "job not acknowledged; the call is answered Unavailable");

@@ -425,6 +425,10 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     if (existing) {
       // A redelivery (rebalance, expired lock) of a job attempt in hand: answer once.
       existing.deliveries.push(delivery);
+      log.debug(
+        { jobId: envelope.jobId, partition: delivery.partition, offset: delivery.offset, deliveryCount: delivery.deliveryCount },
+        "job delivered again while in hand",
+      );
       return;
     }
     const trace = new JobTrace(delivery, envelope.jobId, envelope.model, deps.groupId, deps.workerId);
@@ -440,7 +444,17 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       counted: false,
       takenUnixMs: unixNow(),
     };
-    log.debug({ jobId: envelope.jobId, attempt: envelope.attempt, deliveryCount: delivery.deliveryCount, source: entry.source }, "job taken");
+    log.debug(
+      {
+        jobId: envelope.jobId,
+        attempt: envelope.attempt,
+        partition: delivery.partition,
+        offset: delivery.offset,
+        deliveryCount: delivery.deliveryCount,
+        source: entry.source,
+      },
+      "job taken",
+    );
     trace.onStarted(() => started(entry));
     inFlight.set(keyOf(envelope), entry);
     heldBytes += entry.bytes;
