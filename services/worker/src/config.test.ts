@@ -53,6 +53,8 @@ test("runtime: onnx by default, labelled by its provider; simulated:<profile> wi
   assert.deepEqual(late.runtime, { kind: "simulated", profile: "gpu-h200-minilm", dilation: 1, fetchDelayMs: 120 });
   assert.equal(loadWorkerConfig({ ...base }).takeAheadMs, 0, "take-ahead off by default");
   assert.equal(loadWorkerConfig({ ...base, SHOAL_TAKE_AHEAD_MS: "150" }).takeAheadMs, 150);
+  assert.equal(loadWorkerConfig({ ...base, SHOAL_TAKE_AHEAD_MS: "auto" }).takeAheadMs, "auto", "auto: the measured take round trip");
+  assert.throws(() => loadWorkerConfig({ ...base, SHOAL_TAKE_AHEAD_MS: "soon" }), /SHOAL_TAKE_AHEAD_MS=soon: expected an integer/);
 });
 
 test("runtime: an unknown profile, a bad dilation and a dilation without simulation are all reported", () => {

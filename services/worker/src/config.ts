@@ -159,10 +159,10 @@ export interface WorkerConfig {
   /** Share intake: estimated tokens a worker holding nothing takes at once (a batch's worth per thread). */
   readonly idleTakeTokens: number;
   /**
-   * SHOAL_TAKE_AHEAD_MS: share intake: a busy worker with no job waiting to compute takes the idle
-   * take this long before its model call in progress is predicted to end (0: off, it asks once the call ended).
+   * SHOAL_TAKE_AHEAD_MS: share intake: a busy worker takes the idle take this long before its work
+   * in hand is predicted to be done (0: off, it asks once it is done; "auto": its measured take round trip).
    */
-  readonly takeAheadMs: number;
+  readonly takeAheadMs: number | "auto";
   readonly sessionTimeoutMs: number;
   readonly heartbeatIntervalMs: number;
   /** On SIGTERM: how long in-flight batches may take before the worker exits anyway. */
@@ -260,7 +260,8 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     // have started at once).
     prefetchTokens: r.int("SHOAL_PREFETCH_TOKENS", (inferenceThreads - 1) * batchMaxTokens + DEFAULT_PREFETCH_LOOKAHEAD_TOKENS, { min: 1 }),
     idleTakeTokens: r.int("SHOAL_IDLE_TAKE_TOKENS", defaultIdleTakeTokens(inferenceThreads, batchMaxTokens, perCallOverheadTokens), { min: 1 }),
-    takeAheadMs: r.int("SHOAL_TAKE_AHEAD_MS", 0, { min: 0, max: 10_000 }),
+    // "auto": the lead follows the worker's measured take round trip.
+    takeAheadMs: r.optionalString("SHOAL_TAKE_AHEAD_MS") === "auto" ? "auto" : r.int("SHOAL_TAKE_AHEAD_MS", 0, { min: 0, max: 10_000 }),
     sessionTimeoutMs,
     heartbeatIntervalMs,
     drainGraceMs: r.int("SHOAL_DRAIN_GRACE_MS", 20_000, { min: 0 }),

@@ -71,9 +71,12 @@ export interface JobLifecycleDeps {
    * With a prefetch budget: a busy worker whose work in hand is predicted to be done within this
    * many milliseconds (`msToDrain`) takes what an idle worker would (`idleTakeTokens`), so its
    * next jobs arrive as the device frees instead of a queue round trip after it
-   * (SHOAL_TAKE_AHEAD_MS: about the round trip). 0 or unset: off.
+   * (SHOAL_TAKE_AHEAD_MS: about the round trip). 0 or unset: off. A function: the lead as it is
+   * now (undefined: not known yet, no take-ahead).
    */
-  readonly takeAheadMs?: number;
+  readonly takeAheadMs?: number | (() => number | undefined);
+  /** Told when a job reaches the worker: the end of a take round trip (TakeRoundTrip; `asking` tells the start). */
+  readonly takes?: { arrived(): void };
   /** A batch's token budget (SHOAL_BATCH_MAX_TOKENS): the take-ahead counts a call per batch of a model's waiting jobs. Unset: one call per model. */
   readonly batchMaxTokens?: number;
   /**
@@ -246,9 +249,10 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
 
   /** Whether a busy worker takes its next jobs now: its work in hand (the calls running, then the batches waiting) is done within the take-ahead. */
   function takesAhead(): boolean {
-    if (!deps.takeAheadMs) return false;
+    const leadMs = typeof deps.takeAheadMs === "function" ? deps.takeAheadMs() : deps.takeAheadMs;
+    if (!leadMs) return false;
     const drainMs = deps.msToDrain?.(waitingUnits());
-    return drainMs !== undefined && drainMs <= deps.takeAheadMs;
+    return drainMs !== undefined && drainMs <= leadMs;
   }
 
   function settle(envelope: JobEnvelope, outcome: Settlement, traceStatus: string, failed: boolean): void {
@@ -410,6 +414,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   }
 
   function deliver(delivery: Delivery): void {
+    deps.takes?.arrived();
     // A wake-up marker a worker wrote after giving a job back (WAKE_HEADER): nothing to run, so
     // nothing to verify either (whoever writes one only makes a record that is dropped).
     if (delivery.headers?.[WAKE_HEADER] !== undefined) return delivery.settle("done");
@@ -500,21 +505,24 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     );
   }
 
+  /** Jobs the worker takes now (IntakeHandler.room). */
+  function room(lane?: LaneName): number {
+    if (deps.maxInFlightBytes !== undefined && heldBytes >= deps.maxInFlightBytes) return 0;
+    const slots = Math.max(0, deps.maxInFlight - inFlight.size);
+    if (deps.prefetchTokens === undefined || slots === 0) return slots;
+    const all = heldTokens.interactive + heldTokens.batch;
+    // Nothing computing or waiting (answers may still be on their way), or only a call about to
+    // end (take-ahead): a batch's worth (at least one job, however large).
+    if (all === 0 || takesAhead()) return Math.min(slots, Math.max(1, Math.floor((deps.idleTakeTokens ?? deps.prefetchTokens) / meanJobTokens)));
+    // Busy: more only while the work in hand, running included, is under the budget.
+    const free = deps.prefetchTokens - workInHand(lane === "interactive" ? "interactive" : "all");
+    if (free <= 0) return 0;
+    return Math.min(slots, Math.max(1, Math.floor(free / meanJobTokens)));
+  }
+
   return {
     deliver,
-    room(lane) {
-      if (deps.maxInFlightBytes !== undefined && heldBytes >= deps.maxInFlightBytes) return 0;
-      const slots = Math.max(0, deps.maxInFlight - inFlight.size);
-      if (deps.prefetchTokens === undefined || slots === 0) return slots;
-      const all = heldTokens.interactive + heldTokens.batch;
-      // Nothing computing or waiting (answers may still be on their way), or only a call about to
-      // end (take-ahead): a batch's worth (at least one job, however large).
-      if (all === 0 || takesAhead()) return Math.min(slots, Math.max(1, Math.floor((deps.idleTakeTokens ?? deps.prefetchTokens) / meanJobTokens)));
-      // Busy: more only while the work in hand, running included, is under the budget.
-      const free = deps.prefetchTokens - workInHand(lane === "interactive" ? "interactive" : "all");
-      if (free <= 0) return 0;
-      return Math.min(slots, Math.max(1, Math.floor(free / meanJobTokens)));
-    },
+    room,
     holds(model) {
       return heldModels.interactive.has(model) || heldModels.batch.has(model);
     },
