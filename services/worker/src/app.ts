@@ -31,7 +31,7 @@ import { createRetryRouter } from "./queue/retry-router.ts";
 import { CooperativeQueue } from "./tasks/cooperative-queue.ts";
 import { createModelFleet, type ModelFleet } from "./tasks/model-fleet.ts";
 import { RunForecast } from "./batching/run-forecast.ts";
-import { asking, TakeRoundTrip } from "./batching/take-round-trip.ts";
+import { TakeRoundTrip } from "./batching/take-round-trip.ts";
 import { delayedHandler } from "./intake/delayed-handler.ts";
 import { runnerOptionsFor } from "./tasks/runner-options.ts";
 import { createStatusPublisher, type StatusPublisher } from "./telemetry/status-publisher.ts";
@@ -108,7 +108,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   // When this worker's compute next frees up, from its model calls in progress: only the take-ahead reads it.
   const forecast = config.takeAheadMs !== 0 ? new RunForecast() : undefined;
   // SHOAL_TAKE_AHEAD_MS=auto: the lead follows the measured take round trip.
-  const roundTrip = config.takeAheadMs === "auto" ? new TakeRoundTrip() : undefined;
+  const roundTrip = config.takeAheadMs === "auto" ? new TakeRoundTrip(config.runtime.kind === "simulated" ? (config.runtime.fetchDelayMs ?? 0) : 0) : undefined;
   const jobs = createJobLifecycle({
     pool: config.pool,
     workerId: config.workerId,
@@ -123,7 +123,6 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     idleTakeTokens: config.idleTakeTokens,
     perCallOverheadTokens: config.perCallOverheadTokens,
     takeAheadMs: roundTrip ? () => roundTrip.leadMs() : config.takeAheadMs === "auto" ? 0 : config.takeAheadMs,
-    ...(roundTrip ? { takes: roundTrip } : {}),
     batchMaxTokens: config.batchMaxTokens,
     ...(forecast ? { msToDrain: (waitingUnits: number) => forecast.msToDrain(waitingUnits) } : {}),
     get maxDeliveries() {
@@ -213,14 +212,14 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
       logger,
       wake: (topic, partition) => router.wake(topic, partition),
       routedRoom: () => (jobs.heldBytes >= config.maxInFlightBytes ? 0 : Math.max(0, config.maxInFlightJobs - jobs.size)),
+      ...(roundTrip ? { onFetched: (ms: number) => roundTrip.fetched(ms) } : {}),
     });
     shareIntake = intake.kind === "share" || intake.kind === "share+routed";
     releaseRedelivers = intake.kind === "share";
     // Benchmarks only: a simulated network between broker and worker puts Kafka's latency on the devices' clock.
     const fetchDelayMs = config.runtime.kind === "simulated" ? config.runtime.fetchDelayMs : undefined;
     if (fetchDelayMs) log.warn({ fetchDelayMs }, "SHOAL_SIM_FETCH_DELAY_MS: simulated network, every job reaches this worker late");
-    const handler = fetchDelayMs ? delayedHandler(jobs, fetchDelayMs) : jobs;
-    await intake.start(roundTrip ? asking(handler, roundTrip) : handler);
+    await intake.start(fetchDelayMs ? delayedHandler(jobs, fetchDelayMs) : jobs);
     probe.start();
     const resident = fleet.residency
       .snapshot()

@@ -28,6 +28,8 @@ export interface IntakeDeps {
   readonly wake?: (topic: string, partition: number) => Promise<void>;
   /** Room of the routed intake (default: the handler's): a routed job has nowhere else to go. */
   readonly routedRoom?: () => number;
+  /** Share intake: told how long each fetch that brought records took (SHOAL_TAKE_AHEAD_MS=auto). */
+  readonly onFetched?: (ms: number) => void;
 }
 
 /** The consumer group (group intake) or share group (share intake) of a pool's workers. */
@@ -96,6 +98,7 @@ function createPoolIntake(deps: IntakeDeps): JobIntake {
     giveBackRestMs: config.shareGiveBackRestMs,
     giveBacks: config.shareGiveBacks,
     onGiveBack: (why) => deps.metrics.shareGivenBack.inc({ why }),
+    ...(deps.onFetched ? { onFetched: deps.onFetched } : {}),
     ...(deps.wake && config.shareWake ? { wake: deps.wake } : {}),
     logger: deps.logger,
   });

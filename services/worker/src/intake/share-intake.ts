@@ -53,6 +53,8 @@ export interface ShareIntakeOptions {
    * `stopping` (it arrived after the intake paused or stopped).
    */
   readonly onGiveBack?: (why: "busy" | "stopping") => void;
+  /** A fetch brought records: how long it took, from sending it to its answer (a take's round trip, or more when it waited). */
+  readonly onFetched?: (ms: number) => void;
   /**
    * Writes a wake-up marker (WAKE_HEADER) to a partition. After a job is given back for an idle
    * worker, the release is sent and then a marker: the broker does not complete a waiting fetch on a
@@ -160,6 +162,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   const idleJitter = opts.idleJitter ?? true;
   const laterIdleWaitMs = opts.laterIdleWaitMs ?? 2_000;
   const giveBack = opts.onGiveBack;
+  const fetched = opts.onFetched;
   const writeWakeMarker = opts.wake;
   const headsMaxAgeMs = opts.headsMaxAgeMs ?? 0;
   const giveBackRestMs = opts.giveBackRestMs ?? 0;
@@ -302,7 +305,9 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     const pause = (ms: number): Promise<void> => (opts.background ? new Promise((r) => setTimeout(r, ms)) : sleep(ms));
     try {
       m.unsent = false;
+      const sentAt = performance.now();
       const records = await m.member.fetch({ maxRecords: room, maxWaitMs: waitMs });
+      if (records.length > 0) fetched?.(performance.now() - sentAt);
       let kept = 0;
       let released = 0;
       /** Partitions a job was given back to for an idle worker: each gets a wake-up marker (made only when markers are on). */

@@ -75,8 +75,6 @@ export interface JobLifecycleDeps {
    * now (undefined: not known yet, no take-ahead).
    */
   readonly takeAheadMs?: number | (() => number | undefined);
-  /** Told when a job reaches the worker: the end of a take round trip (TakeRoundTrip; `asking` tells the start). */
-  readonly takes?: { arrived(): void };
   /** A batch's token budget (SHOAL_BATCH_MAX_TOKENS): the take-ahead counts a call per batch of a model's waiting jobs. Unset: one call per model. */
   readonly batchMaxTokens?: number;
   /**
@@ -414,7 +412,6 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   }
 
   function deliver(delivery: Delivery): void {
-    deps.takes?.arrived();
     // A wake-up marker a worker wrote after giving a job back (WAKE_HEADER): nothing to run, so
     // nothing to verify either (whoever writes one only makes a record that is dropped).
     if (delivery.headers?.[WAKE_HEADER] !== undefined) return delivery.settle("done");
