@@ -85,15 +85,16 @@ export function parseArms(list: string, workers: number, routerTimeScale = 1, id
     const refreshed = base === "least-loaded" || base === "p2c" || base === "sie-direct";
     const gatewayEnv: Record<string, string> = { SHOAL_DISPATCH: base, ...options, ...(refreshed ? { SHOAL_DISPATCH_REFRESH_MS: String(refreshMs) } : {}) };
     const countOwn = !/^(0|false|no|off)$/i.test(gatewayEnv["SHOAL_DISPATCH_COUNT_OWN"] ?? "1");
+    const keepOwnSends = /^(1|true|yes|on)$/i.test(gatewayEnv["SHOAL_DISPATCH_KEEP_OWN"] ?? "0");
     const ties = gatewayEnv["SHOAL_DISPATCH_TIES"] === "random" ? "random" : "first";
     const metric = gatewayEnv["SHOAL_DISPATCH_METRIC"] === "queue-depth" ? "queue-depth" : "pending-tokens";
     const twin =
       base === "round-robin"
         ? roundRobin()
         : base === "least-loaded"
-          ? leastLoaded({ refreshMs, countOwnSends: countOwn, ties, metric })
+          ? leastLoaded({ refreshMs, countOwnSends: countOwn, keepOwnSends, ties, metric })
           : base === "p2c"
-            ? powerOfTwo({ refreshMs })
+            ? powerOfTwo({ refreshMs, keepOwnSends })
             : base === "sie-direct"
               ? directRouter({ refreshMs })
               : partitioned();

@@ -12,6 +12,8 @@ export interface RoutedJob {
   readonly id: number;
   /** Σ tokens (pending-token metrics and own-send counts). */
   readonly totalTokens: number;
+  /** When the router placed it, on the clock of `DeviceLoad.asOfMs` (a router that keeps its own sends needs it). */
+  readonly arrivalMs?: number;
 }
 
 /** A device's load as the simulation knows it now (live, exact). */
@@ -24,6 +26,8 @@ export interface DeviceLoad {
   readonly runningJobs: number;
   /** Σ tokens of the batch it is running. */
   readonly runningTokens: number;
+  /** When this load was measured (a status's time); unset: now (an exact view). */
+  readonly asOfMs?: number;
 }
 
 /** A router: picks the device of each arriving job. */
@@ -130,28 +134,50 @@ export interface LeastLoadedOptions {
   readonly refreshMs: number;
   /** Add the router's own sends since the last refresh to the board (a router-side estimate). */
   readonly countOwnSends: boolean;
+  /**
+   * With `countOwnSends`: an own send stays on the board until a load measured after it replaces
+   * it (`asOfMs`), instead of being forgotten at the next refresh. Statuses are older than the
+   * board read (a status interval, and the jobs still on their way to their worker): a board
+   * refreshed before every job would otherwise forget every job it sent since the last status.
+   */
+  readonly keepOwnSends?: boolean;
   /** Among equally loaded devices: the first, or one at random. */
   readonly ties: "first" | "random";
   readonly metric?: LoadMetric;
   readonly name?: string;
 }
 
-/** A status board: loads as of the last refresh, plus own sends when counted. */
+/** A status board: loads as of the last refresh, plus own sends when counted (kept until a load measured after them, with `keepOwnSends`). */
 function createBoard(
   n: number,
   metric: LoadMetric,
   countOwnSends: boolean,
+  keepOwnSends = false,
 ): { board: number[]; refresh: (d: readonly DeviceLoad[]) => void; sent: (i: number, job: RoutedJob) => void } {
   const board = new Array<number>(n).fill(0);
+  /** Own sends no load has shown yet: when, where, what they cost. */
+  let kept: Array<{ readonly at: number; readonly device: number; readonly cost: number }> = [];
   return {
     board,
     refresh: (devices) => {
       devices.forEach((d, i) => {
         board[i] = loadOf(d, metric);
       });
+      if (kept.length === 0) return;
+      // A send before its device's load was measured is in that load (or unknowable: no time); one
+      // at the same instant may not be, and stays.
+      kept = kept.filter((s) => {
+        const asOf = devices[s.device]?.asOfMs;
+        if (asOf === undefined || s.at < asOf) return false;
+        board[s.device]! += s.cost;
+        return true;
+      });
     },
     sent: (i, job) => {
-      if (countOwnSends) board[i]! += sendCost(job, metric);
+      if (!countOwnSends) return;
+      const cost = sendCost(job, metric);
+      board[i]! += cost;
+      if (keepOwnSends && job.arrivalMs !== undefined) kept.push({ at: job.arrivalMs, device: i, cost });
     },
   };
 }
@@ -159,12 +185,13 @@ function createBoard(
 /** (d) Least loaded on a status board refreshed every `refreshMs`. */
 export function leastLoaded(opts: LeastLoadedOptions): DispatchPolicy {
   const metric = opts.metric ?? "pending-tokens";
-  const name = opts.name ?? `least-loaded R=${opts.refreshMs}ms${opts.countOwnSends ? " +own" : ""} ${opts.ties === "random" ? "rand" : "first"}`;
+  const own = opts.countOwnSends ? (opts.keepOwnSends ? " +own kept" : " +own") : "";
+  const name = opts.name ?? `least-loaded R=${opts.refreshMs}ms${own} ${opts.ties === "random" ? "rand" : "first"}`;
   return {
     kind: "routed",
     name,
     createRouter: (n, rand) => {
-      const b = createBoard(n, metric, opts.countOwnSends);
+      const b = createBoard(n, metric, opts.countOwnSends, opts.keepOwnSends);
       return {
         refreshMs: opts.refreshMs,
         refresh: b.refresh,
@@ -184,12 +211,12 @@ export function leastLoaded(opts: LeastLoadedOptions): DispatchPolicy {
 }
 
 /** (e) Power of two choices on pending tokens: two distinct devices at random, the less loaded on the board (own sends counted). */
-export function powerOfTwo(opts: { readonly refreshMs: number }): DispatchPolicy {
+export function powerOfTwo(opts: { readonly refreshMs: number; readonly keepOwnSends?: boolean }): DispatchPolicy {
   return {
     kind: "routed",
-    name: `power of two R=${opts.refreshMs}ms`,
+    name: `power of two R=${opts.refreshMs}ms${opts.keepOwnSends ? " +own kept" : ""}`,
     createRouter: (n, rand) => {
-      const b = createBoard(n, "pending-tokens", true);
+      const b = createBoard(n, "pending-tokens", true, opts.keepOwnSends);
       return {
         refreshMs: opts.refreshMs,
         refresh: b.refresh,

@@ -63,6 +63,15 @@ describe("discrete-event simulation", () => {
     // counts: every job goes to device 0, and device 1 never runs.
     assert.deepEqual([...stale.latenciesMs], [10, 19, 18, 17]);
     assert.equal(stale.busyFraction[1], 0);
+    // Own sends kept until a status measured after them: the board sees its own jobs, and they alternate again.
+    const kept = simulate({
+      trace,
+      devices: 2,
+      cost: flat10,
+      policy: leastLoaded({ refreshMs: 0, countOwnSends: true, keepOwnSends: true, ties: "first" }),
+      statusMs: 100,
+    });
+    assert.deepEqual([...kept.latenciesMs], [10, 10, 18, 18]);
     // A shared queue reads no board: unchanged.
     const shared = simulate({ trace, devices: 2, cost: flat10, policy: sharedQueue(), statusMs: 100 });
     assert.deepEqual([...shared.latenciesMs], [...simulate({ trace, devices: 2, cost: flat10, policy: sharedQueue() }).latenciesMs]);

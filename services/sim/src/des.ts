@@ -157,7 +157,7 @@ export function simulate(opts: SimOptions): SimResult {
     runningTokens: d.runningTokens,
   });
   /** What each device last published (statusMs > 0); idle before its first message. */
-  const published: DeviceLoad[] = devices.map(() => ({ queuedJobs: 0, queuedTokens: 0, runningJobs: 0, runningTokens: 0 }));
+  const published: DeviceLoad[] = devices.map(() => ({ queuedJobs: 0, queuedTokens: 0, runningJobs: 0, runningTokens: 0, asOfMs: 0 }));
   /** The load a router sees: the devices' own, or what they last published. */
   const loadsView = (): DeviceLoad[] => (statusMs > 0 ? published.slice() : devices.map(loadOf));
 
@@ -323,7 +323,7 @@ export function simulate(opts: SimOptions): SimResult {
 
   function handle(time: number, e: SimEvent): void {
     if (e.type === "status") {
-      published[e.device.index] = loadOf(e.device);
+      published[e.device.index] = { ...loadOf(e.device), asOfMs: time };
       const next = time + statusMs;
       if (next <= trace.durationMs) heap.push(next, e);
       return;

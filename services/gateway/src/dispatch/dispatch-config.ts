@@ -11,6 +11,8 @@ export interface RoutedDispatchConfig {
   readonly refreshMs: number;
   /** least-loaded: add this gateway's own sends since the last refresh to the board. */
   readonly countOwnSends: boolean;
+  /** least-loaded and p2c: keep own sends on the board until a worker status measured after them (SHOAL_DISPATCH_KEEP_OWN). */
+  readonly keepOwnSends: boolean;
   /** least-loaded: among equal loads, the first worker (by id) or one at random. */
   readonly ties: "first" | "random";
   /** least-loaded: pending tokens or queue depth (jobs in hand). */
@@ -32,6 +34,7 @@ export function readDispatchConfig(r: EnvReader): DispatchConfig {
   only("SHOAL_DISPATCH_REFRESH_MS", ["least-loaded", "p2c", "sie-direct"]);
   only("SHOAL_DISPATCH_COUNT_OWN", ["least-loaded"]);
   only("SHOAL_DISPATCH_TIES", ["least-loaded"]);
+  only("SHOAL_DISPATCH_KEEP_OWN", ["least-loaded", "p2c"]);
   only("SHOAL_DISPATCH_METRIC", ["least-loaded"]);
   if (mode === "shared") return { mode };
   return {
@@ -39,6 +42,7 @@ export function readDispatchConfig(r: EnvReader): DispatchConfig {
     refreshMs: r.int("SHOAL_DISPATCH_REFRESH_MS", 200, { min: 0, max: 3_600_000 }),
     // p2c always counts its own sends, SIE's early direct router never did.
     countOwnSends: mode === "p2c" ? true : mode === "sie-direct" ? false : r.bool("SHOAL_DISPATCH_COUNT_OWN", true),
+    keepOwnSends: mode === "least-loaded" || mode === "p2c" ? r.bool("SHOAL_DISPATCH_KEEP_OWN", false) : false,
     ties: mode === "least-loaded" ? r.oneOf("SHOAL_DISPATCH_TIES", ["first", "random"] as const, "first") : "first",
     metric:
       mode === "sie-direct"

@@ -11,8 +11,16 @@ import { createRoutedDispatch } from "./routed-dispatch.ts";
 
 const logger = createLogger("test", "silent");
 
-function worker(id: string, inFlightJobs = 0, pendingTokens = 0, routedIntake = true): WorkerStatus {
-  return create(WorkerStatusSchema, { workerId: id, pool: "p", routedIntake, inFlightJobs, pendingTokens: BigInt(pendingTokens), intervalMs: 200 });
+function worker(id: string, inFlightJobs = 0, pendingTokens = 0, routedIntake = true, updatedUnixMs = 0): WorkerStatus {
+  return create(WorkerStatusSchema, {
+    workerId: id,
+    pool: "p",
+    routedIntake,
+    inFlightJobs,
+    pendingTokens: BigInt(pendingTokens),
+    intervalMs: 200,
+    updatedUnixMs: BigInt(updatedUnixMs),
+  });
 }
 
 function dispatchOver(config: RoutedDispatchConfig, workers: () => WorkerStatus[], resent: [string, Message][] = []) {
@@ -20,7 +28,7 @@ function dispatchOver(config: RoutedDispatchConfig, workers: () => WorkerStatus[
 }
 
 const job = (n: number, tokens = 10) => ({ jobId: `j${n}`, pool: "p", lane: Lane.INTERACTIVE as const, model: "m", tokens });
-const base = { refreshMs: 0, countOwnSends: true, ties: "first", metric: "pending-tokens" } as const;
+const base = { refreshMs: 0, countOwnSends: true, keepOwnSends: false, ties: "first", metric: "pending-tokens" } as const;
 
 test("round robin alternates over the pool's routed workers only", () => {
   const d = dispatchOver({ ...base, mode: "round-robin" }, () => [worker("a"), worker("b"), worker("c", 0, 0, false)]);
@@ -37,6 +45,46 @@ test("least-loaded reads pending tokens and counts its own sends between refresh
   // b (40) gets jobs of 25 tokens until it passes a (100): 40, 65, 90 → b, then 115 > 100 → a.
   const picks = [0, 1, 2, 3].map((n) => d.place(job(n, 25)).workerId);
   assert.deepEqual(picks, ["b", "b", "b", "a"]);
+});
+
+test("least-loaded with the board read before each job: its own sends are forgotten at each read, unless kept until a status newer than them", () => {
+  // Both statuses are from a second ago: neither shows the jobs this gateway sent since.
+  const statuses = (): WorkerStatus[] => [worker("a", 0, 0, true, Date.now() - 1_000), worker("b", 0, 10, true, Date.now() - 1_000)];
+  const forgetting = dispatchOver({ ...base, mode: "least-loaded" }, statuses);
+  assert.deepEqual(
+    [0, 1, 2, 3].map((n) => forgetting.place(job(n, 25)).workerId),
+    ["a", "a", "a", "a"],
+    "every read replaces the board with the statuses: a (0) is the least loaded every time",
+  );
+  const keeping = dispatchOver({ ...base, mode: "least-loaded", keepOwnSends: true }, statuses);
+  assert.deepEqual(
+    [0, 1, 2, 3].map((n) => keeping.place(job(n, 25)).workerId),
+    ["a", "b", "a", "b"],
+    "sends after the statuses stay counted: a 0 → 25, b 10 → 35, a 50, b 60",
+  );
+  // A status measured after the sends shows them: the kept sends go.
+  let fresh = false;
+  const later = dispatchOver({ ...base, mode: "least-loaded", keepOwnSends: true }, () =>
+    fresh ? [worker("a", 0, 0, true, Date.now() + 1_000), worker("b", 0, 10, true, Date.now() + 1_000)] : statuses(),
+  );
+  assert.deepEqual(
+    [0, 1].map((n) => later.place(job(n, 25)).workerId),
+    ["a", "b"],
+  );
+  fresh = true;
+  assert.equal(later.place(job(2, 25)).workerId, "a", "the newer statuses (a 0, b 10) replace the kept sends");
+});
+
+test("SHOAL_DISPATCH_KEEP_OWN: least-loaded and p2c only, off by default", () => {
+  const read = (env: Record<string, string>) => {
+    const r = new EnvReader(env);
+    const c = readDispatchConfig(r);
+    return { c, problems: () => r.done({}) };
+  };
+  const ll = read({ SHOAL_DISPATCH: "least-loaded" }).c as RoutedDispatchConfig;
+  assert.equal(ll.keepOwnSends, false);
+  assert.equal((read({ SHOAL_DISPATCH: "p2c", SHOAL_DISPATCH_KEEP_OWN: "1" }).c as RoutedDispatchConfig).keepOwnSends, true);
+  assert.throws(() => read({ SHOAL_DISPATCH: "round-robin", SHOAL_DISPATCH_KEEP_OWN: "1" }).problems(), /SHOAL_DISPATCH_KEEP_OWN: only applies/);
 });
 
 test("sie-direct: queue depth, fill-first, own sends not counted", () => {
@@ -99,6 +147,7 @@ test("config: defaults to shared; options of other modes are refused with their 
     mode: "least-loaded",
     refreshMs: 0,
     countOwnSends: false,
+    keepOwnSends: false,
     ties: "random",
     metric: "pending-tokens",
   });

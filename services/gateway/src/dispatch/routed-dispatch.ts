@@ -70,9 +70,9 @@ function policyOf(c: RoutedDispatchConfig): DispatchPolicy {
     case "round-robin":
       return roundRobin();
     case "least-loaded":
-      return leastLoaded({ refreshMs: c.refreshMs, countOwnSends: c.countOwnSends, ties: c.ties, metric: c.metric });
+      return leastLoaded({ refreshMs: c.refreshMs, countOwnSends: c.countOwnSends, keepOwnSends: c.keepOwnSends, ties: c.ties, metric: c.metric });
     case "p2c":
-      return powerOfTwo({ refreshMs: c.refreshMs });
+      return powerOfTwo({ refreshMs: c.refreshMs, keepOwnSends: c.keepOwnSends });
     case "sie-direct":
       return directRouter({ refreshMs: c.refreshMs });
   }
@@ -87,7 +87,7 @@ function hashKey(key: string): number {
 
 /** A status as the routers' board reads it: jobs in hand and their tokens not yet computed. */
 function loadOf(s: WorkerStatus): DeviceLoad {
-  return { queuedJobs: s.inFlightJobs, queuedTokens: Number(s.pendingTokens), runningJobs: 0, runningTokens: 0 };
+  return { queuedJobs: s.inFlightJobs, queuedTokens: Number(s.pendingTokens), runningJobs: 0, runningTokens: 0, asOfMs: Number(s.updatedUnixMs) };
 }
 
 /** One pool's router over the pool's routed workers, rebuilt when they change. */
@@ -181,7 +181,7 @@ export function createRoutedDispatch(deps: RoutedDispatchDeps): RoutedDispatch {
       }
       if (everyJob) pr.router.refresh?.(live.filter((s) => routable(s, job.pool)).map(loadOf));
       // The board is the router's own (refreshed from statuses); the live loads argument is unused by board routers.
-      const index = pr.router.route({ id: hashKey(job.model), totalTokens: job.tokens }, []);
+      const index = pr.router.route({ id: hashKey(job.model), totalTokens: job.tokens, arrivalMs: Date.now() }, []);
       const workerId = pr.ids[index]!;
       const placement = { topic: routedTopic(job.pool, workerId, job.lane), workerId };
       deps.onPlaced?.(job.pool, placement);
