@@ -47,6 +47,21 @@ async function embed(cluster: TestCluster, model: string, text: string, lane = L
 const MODELS = ["m-alpha", "m-beta", "m-gamma"];
 const text = (i: number): string => `model queue ${i % 7} ${"the tide brings the shoal back to the reef ".repeat(2)}`;
 
+/**
+ * Three workers on simulated devices (a job computes for ~50 ms) sharing a queue per model of
+ * MODELS, with `env` added to theirs.
+ */
+function simulatedPool(dir: string, env: Record<string, string>): Parameters<typeof startCluster>[0] {
+  return {
+    workers: 3,
+    presets: [],
+    entries: MODELS.map((id) => ({ dir, fields: { id } })),
+    intake: "share",
+    jobTopics: "per-model",
+    workerEnv: { SHOAL_RUNTIME: "simulated:gpu-a100-bert", SHOAL_SIM_DILATION: "100", SHOAL_SIM_LOAD_MS: "1", SHOAL_INFERENCE_THREADS: "1", ...env },
+  };
+}
+
 async function perModelCluster(workers: number): Promise<TestCluster> {
   const dir = await ensureModel("mini");
   return startCluster({
@@ -152,22 +167,7 @@ describe("per-model jobs topics: a shared queue per model", () => {
     // Simulated devices, so a job computes for ~50 ms: a worker that took one call of a fan-out is
     // still busy when the others reach its waiting fetches, and gives them back.
     const dir = await ensureModel("mini");
-    const cluster = await startCluster({
-      workers: 3,
-      presets: [],
-      entries: MODELS.map((id) => ({ dir, fields: { id } })),
-      intake: "share",
-      jobTopics: "per-model",
-      workerEnv: {
-        SHOAL_RUNTIME: "simulated:gpu-a100-bert",
-        SHOAL_SIM_DILATION: "100",
-        SHOAL_SIM_LOAD_MS: "1",
-        SHOAL_INFERENCE_THREADS: "1",
-        SHOAL_SHARE_WAKE: "1",
-        SHOAL_SHARE_GIVE_BACK_REST_MS: "50",
-        SHOAL_SHARE_GIVE_BACKS: "2",
-      },
-    });
+    const cluster = await startCluster(simulatedPool(dir, { SHOAL_SHARE_WAKE: "1", SHOAL_SHARE_GIVE_BACK_REST_MS: "50", SHOAL_SHARE_GIVE_BACKS: "2" }));
     cleanup.push(() => cluster.stop());
     const outcomes: Outcome[] = [];
     // Fan-outs of the three models at once, from idle workers, until some job was handed on twice.
@@ -193,5 +193,46 @@ describe("per-model jobs topics: a shared queue per model", () => {
       "some call of a fan-out was given back and answered by the next worker",
     );
     assert.ok(new Set(outcomes.map((o) => o.worker)).size === 3, "every worker answered");
+  });
+
+  test("SHOAL_TAKE_AHEAD_MS=auto: a job this worker starts within its measured take round trip is kept, not given back", async () => {
+    // A simulated network of 300 ms after each fetch (SHOAL_SIM_FETCH_DELAY_MS) against ~50 ms of
+    // compute: once a worker has measured its round trip, any job it would give back it starts sooner
+    // itself, so it keeps it. Without the rule (SHOAL_SHARE_KEEP_WITHIN_TRIP=0) fan-outs are given back.
+    const dir = await ensureModel("mini");
+    const run = async (keep: boolean): Promise<Outcome[]> => {
+      const cluster = await startCluster(
+        simulatedPool(dir, { SHOAL_SIM_FETCH_DELAY_MS: "300", SHOAL_TAKE_AHEAD_MS: "auto", SHOAL_SHARE_KEEP_WITHIN_TRIP: keep ? "1" : "0" }),
+      );
+      try {
+        // Warm-up: each worker measures its fetches (4 needed) and learns its compute cost.
+        for (let round = 0; round < 8; round++) await Promise.all(MODELS.map((m, i) => embed(cluster, m, text(round * 3 + i))));
+        const outcomes: Outcome[] = [];
+        for (let round = 0; round < 12; round++) {
+          outcomes.push(...(await Promise.all(MODELS.map((m, i) => embed(cluster, m, text(100 + round * 3 + i))))));
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        return outcomes;
+      } finally {
+        await cluster.stop();
+      }
+    };
+    const kept = await run(true);
+    const handedOn = await run(false);
+    const deliveries = (os: Outcome[]): string => JSON.stringify(Object.fromEntries([1, 2, 3].map((n) => [n, os.filter((o) => o.deliveries === n).length])));
+    console.log(`deliveries per call after the warm-up: kept within the round trip ${deliveries(kept)}, rule off ${deliveries(handedOn)}`);
+    for (const os of [kept, handedOn])
+      assert.deepEqual(
+        os.filter((o) => o.code !== "OK").map((o) => o.code),
+        [],
+      );
+    assert.ok(
+      kept.every((o) => o.deliveries === 1),
+      `with the rule every call ran on its first delivery: ${kept.map((o) => o.deliveries).join(",")}`,
+    );
+    assert.ok(
+      handedOn.some((o) => o.deliveries >= 2),
+      "without it some call of a fan-out was given back (the case the rule changes)",
+    );
   });
 });

@@ -213,6 +213,16 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
       wake: (topic, partition) => router.wake(topic, partition),
       routedRoom: () => (jobs.heldBytes >= config.maxInFlightBytes ? 0 : Math.max(0, config.maxInFlightJobs - jobs.size)),
       ...(roundTrip ? { onFetched: (ms: number) => roundTrip.fetched(ms) } : {}),
+      ...(roundTrip && config.shareKeepWithinTrip
+        ? {
+            // A give-back costs another worker a take round trip: keep the job if this worker starts it sooner.
+            keepsHere: () => {
+              const rtt = roundTrip.ms();
+              const drain = jobs.msToDrain();
+              return rtt !== undefined && drain !== undefined && drain <= rtt;
+            },
+          }
+        : {}),
     });
     shareIntake = intake.kind === "share" || intake.kind === "share+routed";
     releaseRedelivers = intake.kind === "share";

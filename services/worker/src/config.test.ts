@@ -54,6 +54,8 @@ test("runtime: onnx by default, labelled by its provider; simulated:<profile> wi
   assert.equal(loadWorkerConfig({ ...base }).takeAheadMs, 0, "take-ahead off by default");
   assert.equal(loadWorkerConfig({ ...base, SHOAL_TAKE_AHEAD_MS: "150" }).takeAheadMs, 150);
   assert.equal(loadWorkerConfig({ ...base, SHOAL_TAKE_AHEAD_MS: "auto" }).takeAheadMs, "auto", "auto: the measured take round trip");
+  assert.equal(loadWorkerConfig({ ...base }).shareKeepWithinTrip, true);
+  assert.equal(loadWorkerConfig({ ...base, SHOAL_SHARE_KEEP_WITHIN_TRIP: "0" }).shareKeepWithinTrip, false);
   assert.throws(() => loadWorkerConfig({ ...base, SHOAL_TAKE_AHEAD_MS: "soon" }), /SHOAL_TAKE_AHEAD_MS=soon: expected an integer/);
 });
 

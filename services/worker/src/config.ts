@@ -163,6 +163,12 @@ export interface WorkerConfig {
    * in hand is predicted to be done (0: off, it asks once it is done; "auto": its measured take round trip).
    */
   readonly takeAheadMs: number | "auto";
+  /**
+   * SHOAL_SHARE_KEEP_WITHIN_TRIP (with SHOAL_TAKE_AHEAD_MS=auto; default on): a job the share intake
+   * would give back for an idle worker is kept when this worker's work in hand is predicted done
+   * within its measured take round trip (a give-back costs another worker at least that).
+   */
+  readonly shareKeepWithinTrip: boolean;
   readonly sessionTimeoutMs: number;
   readonly heartbeatIntervalMs: number;
   /** On SIGTERM: how long in-flight batches may take before the worker exits anyway. */
@@ -262,6 +268,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     idleTakeTokens: r.int("SHOAL_IDLE_TAKE_TOKENS", defaultIdleTakeTokens(inferenceThreads, batchMaxTokens, perCallOverheadTokens), { min: 1 }),
     // "auto": the lead follows the worker's measured take round trip.
     takeAheadMs: r.optionalString("SHOAL_TAKE_AHEAD_MS") === "auto" ? "auto" : r.int("SHOAL_TAKE_AHEAD_MS", 0, { min: 0, max: 10_000 }),
+    shareKeepWithinTrip: r.bool("SHOAL_SHARE_KEEP_WITHIN_TRIP", true),
     sessionTimeoutMs,
     heartbeatIntervalMs,
     drainGraceMs: r.int("SHOAL_DRAIN_GRACE_MS", 20_000, { min: 0 }),

@@ -30,6 +30,8 @@ export interface IntakeDeps {
   readonly routedRoom?: () => number;
   /** Share intake: told how long each fetch that brought records took (SHOAL_TAKE_AHEAD_MS=auto). */
   readonly onFetched?: (ms: number) => void;
+  /** Share intake: keep a job it would give back (this worker starts it within a take round trip). */
+  readonly keepsHere?: () => boolean;
 }
 
 /** The consumer group (group intake) or share group (share intake) of a pool's workers. */
@@ -99,6 +101,7 @@ function createPoolIntake(deps: IntakeDeps): JobIntake {
     giveBacks: config.shareGiveBacks,
     onGiveBack: (why) => deps.metrics.shareGivenBack.inc({ why }),
     ...(deps.onFetched ? { onFetched: deps.onFetched } : {}),
+    ...(deps.keepsHere ? { keepsHere: deps.keepsHere } : {}),
     ...(deps.wake && config.shareWake ? { wake: deps.wake } : {}),
     logger: deps.logger,
   });

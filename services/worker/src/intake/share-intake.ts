@@ -56,6 +56,11 @@ export interface ShareIntakeOptions {
   /** A fetch brought records: how long it took, from sending it to its answer (a take's round trip, or more when it waited). */
   readonly onFetched?: (ms: number) => void;
   /**
+   * Asked before a job is given back for an idle worker: true keeps it here instead (this worker
+   * starts it within a take round trip, sooner than a give-back could get it to another).
+   */
+  readonly keepsHere?: () => boolean;
+  /**
    * Writes a wake-up marker (WAKE_HEADER) to a partition. After a job is given back for an idle
    * worker, the release is sent and then a marker: the broker does not complete a waiting fetch on a
    * release, but does on a new record, and the woken fetch takes the given-back job first. Without
@@ -163,6 +168,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   const laterIdleWaitMs = opts.laterIdleWaitMs ?? 2_000;
   const giveBack = opts.onGiveBack;
   const fetched = opts.onFetched;
+  const keepsHere = opts.keepsHere ?? (() => false);
   const writeWakeMarker = opts.wake;
   const headsMaxAgeMs = opts.headsMaxAgeMs ?? 0;
   const giveBackRestMs = opts.giveBackRestMs ?? 0;
@@ -415,7 +421,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     let kept = 0;
     return (r) => {
       // Jobs held now that this fetch did not bring: the worker is no longer idle.
-      const ok = kept === 0 || r.deliveryCount > giveBacks || held.size === kept;
+      const ok = kept === 0 || r.deliveryCount > giveBacks || held.size === kept || keepsHere();
       if (ok) kept++;
       return ok;
     };
@@ -487,7 +493,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     const keep =
       (m: Member) =>
       (r: ShareRecord): boolean =>
-        !fresh || m.held > 0 || r.deliveryCount > giveBacks || !step.members.some((x) => x !== m && x.held > 0);
+        !fresh || m.held > 0 || r.deliveryCount > giveBacks || !step.members.some((x) => x !== m && x.held > 0) || keepsHere();
     const waitMs = waitFor(later);
     const spread = fresh && !later && idleJitter;
     for (const m of polls) poll(m, 1, spread ? Math.round(waitMs * (0.5 + Math.random())) : waitMs, keep(m), () => (step.busy = true));

@@ -513,6 +513,12 @@ describe("job lifecycle", () => {
     assert.equal(h.jobs.room(), 0, "30 ms to drain, over a 20 ms lead");
     lead = 33;
     assert.equal(h.jobs.room(), 3, "30 ms to drain, within a 33 ms lead: the idle take, less job a's slot");
+    assert.equal(h.jobs.msToDrain(), 30, "the forecast, as the share intake's give-back rule reads it");
+    assert.equal(harnessWith(takeAhead([], () => 30)).jobs.msToDrain(), 0, "holding nothing: free now");
+    assert.equal(harnessWith({}).jobs.msToDrain(), 0, "no forecast, holding nothing: free now");
+    const unknown = harnessWith({});
+    unknown.jobs.deliver(delivery(envelope({ jobId: "b", text: "x".repeat(32) })));
+    assert.equal(unknown.jobs.msToDrain(), undefined, "no forecast, holding a job: not known");
   });
 
   test("a job delivered as often as the limit allows is dead-lettered with its reason, not run", async () => {

@@ -124,6 +124,8 @@ export interface JobLifecycle extends IntakeHandler {
   readonly heldBytes: number;
   /** Estimated tokens of the jobs in hand not yet computed (both lanes): the load routed dispatch reads. */
   readonly pendingTokens: number;
+  /** Predicted ms until the work in hand is done (the take-ahead's forecast): 0 when idle, undefined when not known. */
+  msToDrain(): number | undefined;
   /**
    * Waits until every job has settled or `graceMs` passed; from now on a failed job is answered
    * as it is rather than sent round the retry topic. Resolves with the jobs left unsettled.
@@ -528,6 +530,10 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     },
     get heldBytes() {
       return heldBytes;
+    },
+    msToDrain() {
+      if (heldTokens.interactive + heldTokens.batch === 0) return 0;
+      return deps.msToDrain?.(waitingUnits());
     },
     get pendingTokens() {
       return heldTokens.interactive + heldTokens.batch;
