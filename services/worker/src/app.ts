@@ -122,7 +122,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     },
     idleTakeTokens: config.idleTakeTokens,
     perCallOverheadTokens: config.perCallOverheadTokens,
-    takeAheadMs: roundTrip ? () => roundTrip.leadMs() : config.takeAheadMs === "auto" ? 0 : config.takeAheadMs,
+    takeAheadMs: typeof config.takeAheadMs === "number" ? config.takeAheadMs : () => roundTrip?.leadMs(),
     batchMaxTokens: config.batchMaxTokens,
     ...(forecast ? { msToDrain: (waitingUnits: number) => forecast.msToDrain(waitingUnits) } : {}),
     get maxDeliveries() {
@@ -213,16 +213,8 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
       wake: (topic, partition) => router.wake(topic, partition),
       routedRoom: () => (jobs.heldBytes >= config.maxInFlightBytes ? 0 : Math.max(0, config.maxInFlightJobs - jobs.size)),
       ...(roundTrip ? { onFetched: (ms: number) => roundTrip.fetched(ms) } : {}),
-      ...(roundTrip && config.shareKeepWithinTrip
-        ? {
-            // A give-back costs another worker a take round trip: keep the job if this worker starts it sooner.
-            keepsHere: () => {
-              const rtt = roundTrip.ms();
-              const drain = jobs.msToDrain();
-              return rtt !== undefined && drain !== undefined && drain <= rtt;
-            },
-          }
-        : {}),
+      // A give-back costs another worker a take round trip: keep the job if this worker starts it sooner.
+      ...(roundTrip && config.shareKeepWithinTrip ? { keepsHere: () => roundTrip.covers(jobs.msToDrain()) } : {}),
     });
     shareIntake = intake.kind === "share" || intake.kind === "share+routed";
     releaseRedelivers = intake.kind === "share";

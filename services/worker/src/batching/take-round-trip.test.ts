@@ -24,4 +24,8 @@ test("the take round trip is the lower quartile of the recent fetches that broug
   const simulated = new TakeRoundTrip(120, 8);
   for (const ms of [3, 4, 5, 6]) simulated.fetched(ms);
   assert.equal(simulated.ms(), 123, "a simulated 120 ms network after each fetch is part of each take");
+  assert.equal(simulated.covers(123), true, "free within the round trip: a give-back would not be sooner");
+  assert.equal(simulated.covers(124), false);
+  assert.equal(simulated.covers(undefined), false, "not known: no claim");
+  assert.equal(new TakeRoundTrip().covers(0), false, "round trip not measured yet");
 });

@@ -40,6 +40,12 @@ export class TakeRoundTrip {
     return ms === undefined ? undefined : ms * 1.1;
   }
 
+  /** Whether `ms` (e.g. until this worker is free) is known and within one take round trip. */
+  covers(ms: number | undefined): boolean {
+    const rtt = this.ms();
+    return rtt !== undefined && ms !== undefined && ms <= rtt;
+  }
+
   /** The estimated take round trip in ms; undefined until `minSamples` fetches brought records. */
   ms(): number | undefined {
     if (this.samples.length < this.minSamples) return undefined;

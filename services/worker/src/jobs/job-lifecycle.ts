@@ -247,11 +247,17 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     return units;
   }
 
-  /** Whether a busy worker takes its next jobs now: its work in hand (the calls running, then the batches waiting) is done within the take-ahead. */
+  /** Predicted ms until the work in hand (the calls running, then the batches waiting) is done: 0 holding nothing, undefined when not known. */
+  function msToDrain(): number | undefined {
+    if (heldTokens.interactive + heldTokens.batch === 0) return 0;
+    return deps.msToDrain?.(waitingUnits());
+  }
+
+  /** Whether a busy worker takes its next jobs now: its work in hand is done within the take-ahead. */
   function takesAhead(): boolean {
     const leadMs = typeof deps.takeAheadMs === "function" ? deps.takeAheadMs() : deps.takeAheadMs;
     if (!leadMs) return false;
-    const drainMs = deps.msToDrain?.(waitingUnits());
+    const drainMs = msToDrain();
     return drainMs !== undefined && drainMs <= leadMs;
   }
 
@@ -531,10 +537,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     get heldBytes() {
       return heldBytes;
     },
-    msToDrain() {
-      if (heldTokens.interactive + heldTokens.batch === 0) return 0;
-      return deps.msToDrain?.(waitingUnits());
-    },
+    msToDrain,
     get pendingTokens() {
       return heldTokens.interactive + heldTokens.batch;
     },
