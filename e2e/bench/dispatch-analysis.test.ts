@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { kneeOf, loadPoint } from "./dispatch-analysis.ts";
+import { kneeOf, loadPoint, nextKneeProbe } from "./dispatch-analysis.ts";
 import { parseArms } from "./dispatch-arms.ts";
 
 test("a request's latency is its slowest call; an unanswered call fails the request", () => {
@@ -23,6 +23,26 @@ test("the knee is the last passing load before the first failure", () => {
   const points = [at(0.7, 90), at(0.3, 10), at(0.5, 20), at(0.9, 15)];
   assert.deepEqual(kneeOf(points, 50), { load: 0.5, goodputJobsPerSecond: 50 });
   assert.deepEqual(kneeOf(points, 5), { load: 0, goodputJobsPerSecond: 0 });
+});
+
+test("a knee is narrowed down between the knee and the first failure above it, or stepped up to a ceiling", () => {
+  const at = (load: number, p99: number) => ({ load, jobs: 100, answeredFraction: 1, requestP50Ms: 1, requestP99Ms: p99, throughputJobsPerSecond: load * 100 });
+  // Knee 1.2 (1.6 fails): try 1.4; then 1.3 once 1.4 failed; then 1.35 once 1.3 passed.
+  const grid = [at(0.8, 10), at(1.2, 40), at(1.6, 90), at(2, 200)];
+  assert.equal(nextKneeProbe(grid, 50, 2), 1.4);
+  assert.equal(nextKneeProbe([...grid, at(1.4, 60)], 50, 2), 1.3);
+  assert.equal(nextKneeProbe([...grid, at(1.4, 60), at(1.3, 45)], 50, 2), 1.35);
+  // A bracket 0.05 wide is narrow enough.
+  assert.equal(nextKneeProbe([at(1.3, 40), at(1.35, 60)], 50, 2), undefined);
+  assert.equal(nextKneeProbe([at(1.3, 40), at(1.4, 60)], 50, 2), 1.35);
+  // A pass above a failure does not count (the knee stays below the first failure): 0.8 to 1.2.
+  assert.equal(nextKneeProbe([at(0.8, 10), at(1.2, 60), at(1.6, 40)], 50, 2), 1);
+  // The first load fails: between 0 and it.
+  assert.equal(nextKneeProbe([at(0.8, 60)], 50, 2), 0.4);
+  // No failure: a quarter up, within the ceiling, then nothing.
+  assert.equal(nextKneeProbe([at(0.8, 10), at(1.6, 40)], 50, 4), 2);
+  assert.equal(nextKneeProbe([at(0.8, 10), at(1.6, 40)], 50, 1.8), 1.8);
+  assert.equal(nextKneeProbe([at(0.8, 10), at(1.6, 40)], 50, 1.6), undefined);
 });
 
 test("arms: routed ones carry SHOAL_DISPATCH, their options and a twin of the same policy", () => {

@@ -55,3 +55,23 @@ export function kneeOf(points: readonly LoadPoint[], sloMs: number): { load: num
   }
   return knee;
 }
+
+/**
+ * The next load to run to narrow a knee down (`--refine`): the midpoint between the knee and the
+ * first load above it that fails the SLO, rounded to 0.01. Without a failing point above the knee,
+ * the next step up (a quarter past the highest load) while that stays within `ceiling`. Undefined
+ * when the bracket is 0.05 wide or less (a finer knee is below a 10 s point's noise), or there is nothing left to try below `ceiling`.
+ */
+export function nextKneeProbe(points: readonly LoadPoint[], sloMs: number, ceiling: number): number | undefined {
+  const sorted = [...points].sort((a, b) => a.load - b.load);
+  const knee = kneeOf(sorted, sloMs).load;
+  const failing = sorted.find((p) => p.load > knee && !passes(p, sloMs));
+  const round = (x: number): number => Math.round(x * 100) / 100;
+  if (failing === undefined) {
+    const highest = sorted.at(-1)?.load ?? 0;
+    const up = round(Math.min(ceiling, highest * 1.25));
+    return up > highest ? up : undefined;
+  }
+  if (failing.load - knee <= 0.05 + 1e-9) return undefined;
+  return round((knee + failing.load) / 2);
+}

@@ -29,6 +29,8 @@ export interface ArmResult {
   /** Live path latency outside the device (median of lone calls minus their simulated cost), ms; given to the DES twin. */
   readonly pathMs: number;
   readonly points: readonly ArmPoint[];
+  /** Points of the DES twin alone (`--refine`), at loads no live point ran, narrowing its 10× knee down (absent in older runs). */
+  readonly twinProbes?: readonly LoadPoint[];
   readonly worstLag: number;
   readonly lagVerdicts: readonly string[];
 }
@@ -74,14 +76,9 @@ export const liveKnees = (arm: ArmResult, slos: DispatchResults["slos"]): Knee[]
     ),
   );
 
-/** Knees of an arm's DES twin, per SLO (the twin's points carry the live load). */
+/** Knees of an arm's DES twin, per SLO (the twin's points carry the live load), with its twin-only probes. */
 export const twinKnees = (arm: ArmResult, slos: DispatchResults["slos"]): Knee[] =>
-  slos.map((s) =>
-    kneeOf(
-      arm.points.map((p) => ({ ...p.twin, load: p.live.load })),
-      s.ms,
-    ),
-  );
+  slos.map((s) => kneeOf([...arm.points.map((p) => ({ ...p.twin, load: p.live.load })), ...(arm.twinProbes ?? [])], s.ms));
 
 /**
  * The best-tuned routed arm per SLO: the routed arm with the highest knee (ties: higher goodput).
@@ -131,6 +128,13 @@ export function reportLines(r: DispatchResults): string[] {
     `loads ρ ${[...new Set(r.arms.flatMap((a) => a.points.map((p) => p.live.load)))].sort((a, b) => a - b).join("/")} (${r.secondsPerPoint} s of arrivals each, ` +
       `swept until the loosest SLO fails); lone median request ${r.loneMedianMs.toFixed(1)} ms; live path outside the device (lone calls, per arm; given to its DES twin) ${r.arms.map((a) => a.pathMs.toFixed(1)).join("/")} ms.`,
     `Knee: highest ρ with ≥ 99% answered and agent-request p99 ≤ SLO. Ratio: ${ref.name} knee ÷ the arm's knee (goodput at the knee in jobs/s).`,
+    ...(r.arms.some((a) => (a.twinProbes ?? []).length > 0)
+      ? [
+          `Knees at 10× narrowed down (--refine): extra live points between the grid's loads; each DES twin also run alone at ρ ${r.arms
+            .map((a) => `${(a.twinProbes ?? []).map((p) => p.load).join("/") || "—"} (${a.name})`)
+            .join("; ")}.`,
+        ]
+      : []),
     "",
     `| arm | ${sloHead((s) => `knee ρ @${s.k}x (${s.ms.toFixed(0)} ms)`)} | ${sloHead((s) => `${ref.name} ÷ arm @${s.k}x`)} | DES twin knee ρ @${r.slos.map((s) => `${s.k}x`).join("/")} | worst timer lag |`,
     `|---|${r.slos.map(() => "---:|").join("")}${r.slos.map(() => "---:|").join("")}---:|---:|`,

@@ -31,7 +31,9 @@
  * the Kafka path's fixed tens of ms stay small against it), --dilation (1; gpu-a100-bert needs ~20
  * for timers to stay small against its service times, and its 1.5 s model load × dilation must fit
  * the harness's 60 s start wait), --arms (see dispatch-arms.ts), --max-lag f (0.05), --models 9|1,
- * --gateways N, --zipf s, --burst-factor f, --json FILE, --chart FILE.svg, --load-ms N (SHOAL_SIM_LOAD_MS: a model
+ * --gateways N, --zipf s, --burst-factor f, --json FILE, --chart FILE.svg, --refine N (after the grid,
+ * up to N more live points per arm bisecting its 10× knee, and its DES twin's likewise in virtual
+ * time: knees on a coarse grid make every ratio a ratio of grid steps), --load-ms N (SHOAL_SIM_LOAD_MS: a model
  * load's cost in profile ms, for profiles whose real load × dilation would make the start minutes long).
  * Nine models (default): the trace's nine model ids are served as nine catalog entries of one
  * simulated model directory (each its own residency, batches and metrics); the DES twin serves the same nine.
@@ -52,7 +54,7 @@ import { startCluster, type TestCluster } from "../harness/cluster.ts";
 import { clientsFor } from "../harness/clients.ts";
 import { scrape, total } from "../harness/prometheus.ts";
 import { benchBroker } from "./bench-broker.ts";
-import { loadPoint, passes, type LoadPoint } from "./dispatch-analysis.ts";
+import { loadPoint, nextKneeProbe, passes, type LoadPoint } from "./dispatch-analysis.ts";
 import { DEFAULT_ARMS, parseArms, type DispatchArm } from "./dispatch-arms.ts";
 import { dispatchChartSvg } from "./dispatch-chart.ts";
 import { benchDevice, benchScale, benchTraceAt } from "./dispatch-trace.ts";
@@ -80,6 +82,7 @@ const { values: args } = parseArgs({
     calls: { type: "string" },
     chart: { type: "string" },
     "router-time": { type: "string", default: "device" },
+    refine: { type: "string", default: "0" },
   },
 });
 const QUICK = args.quick;
@@ -99,6 +102,11 @@ const PROFILE = simProfile(args.profile);
 const DILATION = Number(args.dilation);
 const MAX_LAG = Number(args["max-lag"]);
 const SLO_MULTIPLES = [5, 10, 20];
+/** `--refine N`: up to N more live points per arm, bisecting its knee at the headline SLO (10×) between the grid's loads. */
+const REFINE = Number(args.refine);
+if (!Number.isInteger(REFINE) || REFINE < 0) throw new Error(`--refine is a whole number of points, not ${args.refine}`);
+/** Twin-only points per arm narrowing its DES twin's 10× knee the same way (virtual time: cheap), when refining. */
+const TWIN_PROBES = 8;
 const ROUTER_TIME = args["router-time"];
 if (ROUTER_TIME !== "device" && ROUTER_TIME !== "wall") throw new Error(`--router-time is device (default) or wall, not ${ROUTER_TIME}`);
 // A worker tuned for its hardware sets its per-call overhead to the profile's a ÷ b (as bench:dispatch-sim does).
@@ -261,7 +269,11 @@ function slowestCalls(
   };
 }
 
-async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<ArmResult> {
+/**
+ * @param textOf a text of that many tokens (made once per count; every count of a trace is asked
+ *   for before its clock starts)
+ */
+async function runArm(arm: DispatchArm, textOf: (tokens: number) => string): Promise<ArmResult> {
   log(
     `==> arm ${arm.name}: ${
       arm.routed
@@ -311,7 +323,7 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
     // An agent request's calls go to one gateway, requests spread over the gateways.
     const call = (job: Pick<TraceJob, "request" | "model" | "tokens">) =>
       clients[job.request % clients.length]!.inference.embed(
-        { model: reference.models[job.model]!.id, inputs: job.tokens.map((n) => texts.get(n)!) },
+        { model: reference.models[job.model]!.id, inputs: job.tokens.map(textOf) },
         { timeoutMs: CALL_TIMEOUT_MS },
       );
     // Every worker joined, every model loaded and serving before the clock starts (group: the last rebalance done).
@@ -330,9 +342,11 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
     log(`   ${arm.name}: live path outside the device ${pathMs.toFixed(1)} ms (median of 20 lone calls minus their device cost)`);
     const points: ArmPoint[] = [];
     const takeBatches = takeBatchesOf(arm);
-    for (const load of LOADS) {
+    /** Offers the trace at `load`, adds the point to `points`, logs it. */
+    const measure = async (load: number): Promise<ArmPoint> => {
       const rate = rateAt(load);
       const trace = traceAt(rate, Math.max(20, Math.round(rate * SECONDS)));
+      for (const job of trace.jobs) job.tokens.forEach(textOf);
       const before = await deviceCounters(metricsUrls);
       const latencies: (number | undefined)[] = new Array(trace.jobs.length).fill(undefined);
       /** Each answered call's own timing (queue: gateway enqueue → batch start), for the tail's breakdown. */
@@ -418,11 +432,36 @@ async function runArm(arm: DispatchArm, texts: Map<number, string>): Promise<Arm
       log(
         `     job p99 by model, most popular first, live | DES: ${point.jobP99ByModelMs.map(fmtMs).join("/")} | ${point.twinJobP99ByModelMs.map(fmtMs).join("/")} ms`,
       );
+      return point;
+    };
+    for (const load of LOADS) {
       // Past the loosest SLO there is no knee left to find.
-      if (!passes(live, LOOSEST_MS)) break;
+      if (!passes((await measure(load)).live, LOOSEST_MS)) break;
     }
+    // A grid of 0.4 makes every ratio of knees a ratio of grid steps (1.2 ÷ 1.6 = 0.75): narrow the headline knee down.
+    const headlineMs = SLOS.find((s) => s.k === 10)!.ms;
+    const liveCeiling = Math.max(...points.map((p) => p.live.load));
+    for (let i = 0; i < REFINE; i++) {
+      const load = nextKneeProbe(
+        points.map((p) => p.live),
+        headlineMs,
+        liveCeiling,
+      );
+      if (load === undefined) break;
+      log(`   ${arm.name}: narrowing the 10x knee down, ρ=${load}`);
+      await measure(load);
+    }
+    points.sort((a, b) => a.live.load - b.live.load);
+    const twinProbes: LoadPoint[] = [];
+    for (let i = 0; REFINE > 0 && i < TWIN_PROBES; i++) {
+      const load = nextKneeProbe([...points.map((p) => ({ ...p.twin, load: p.live.load })), ...twinProbes], headlineMs, 2 * Math.max(...LOADS));
+      if (load === undefined) break;
+      const rate = rateAt(load);
+      twinProbes.push({ ...twinOf(arm, traceAt(rate, Math.max(20, Math.round(rate * SECONDS))), pathMs).point, load });
+    }
+    if (twinProbes.length > 0) log(`   ${arm.name}: DES twin alone at ρ ${twinProbes.map((p) => `${p.load} (p99 ${fmtMs(p.requestP99Ms)} ms)`).join(", ")}`);
     const { worstLag, lagVerdicts } = await lagOf(arm.name, metricsUrls);
-    return { name: arm.name, family: arm.name.split("@")[0]!, routed: arm.routed, pathMs, points, worstLag, lagVerdicts };
+    return { name: arm.name, family: arm.name.split("@")[0]!, routed: arm.routed, pathMs, points, twinProbes, worstLag, lagVerdicts };
   } finally {
     await cluster.stop();
     current = undefined;
@@ -466,12 +505,18 @@ try {
   const tokenizer = await createTextTokenizer(spec);
   const rand = mulberry32(SEED);
   const texts = new Map<number, string>();
+  const textOf = (n: number): string => {
+    const known = texts.get(n);
+    if (known !== undefined) return known;
+    const text = textOfTokens(tokenizer, n, rand).text;
+    texts.set(n, text);
+    return text;
+  };
   for (const n of [
     PATH_PROBE_TOKENS,
     ...new Set(LOADS.flatMap((l) => traceAt(rateAt(l), Math.max(20, Math.round(rateAt(l) * SECONDS))).jobs.flatMap((j) => j.tokens))),
-  ]) {
-    if (!texts.has(n)) texts.set(n, textOfTokens(tokenizer, n, rand).text);
-  }
+  ])
+    textOf(n);
   const arms: ArmResult[] = [];
   const resultsOf = (): DispatchResults => ({
     command: `npm run bench:dispatch -- ${process.argv.slice(2).join(" ")}`.trim(),
@@ -495,7 +540,7 @@ try {
     if (args.json !== undefined) await writeFile(args.json, `${JSON.stringify(resultsOf(), writeInfinity, 2)}\n`);
   };
   for (const arm of ARMS) {
-    arms.push(await runArm(arm, texts));
+    arms.push(await runArm(arm, textOf));
     await writeJson();
   }
   const results = resultsOf();
