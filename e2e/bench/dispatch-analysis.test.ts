@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { kneeOf, loadPoint, nextKneeProbe } from "./dispatch-analysis.ts";
 import { parseArms } from "./dispatch-arms.ts";
+import { twinKnees, type ArmResult } from "./dispatch-report.ts";
 
 test("a request's latency is its slowest call; an unanswered call fails the request", () => {
   const jobs = [
@@ -43,6 +44,32 @@ test("a knee is narrowed down between the knee and the first failure above it, o
   assert.equal(nextKneeProbe([at(0.8, 10), at(1.6, 40)], 50, 4), 2);
   assert.equal(nextKneeProbe([at(0.8, 10), at(1.6, 40)], 50, 1.8), 1.8);
   assert.equal(nextKneeProbe([at(0.8, 10), at(1.6, 40)], 50, 1.6), undefined);
+});
+
+test("a DES twin's knee counts its twin-only probes beside the twins of the live points", () => {
+  const at = (load: number, p99: number) => ({ load, jobs: 100, answeredFraction: 1, requestP50Ms: 1, requestP99Ms: p99, throughputJobsPerSecond: load * 100 });
+  const point = (load: number, twinP99: number) => ({
+    live: at(load, 1_000),
+    twin: { ...at(load, twinP99), load: 0 },
+    busy: 0.5,
+    twinBusy: 0.5,
+    usefulTokenFraction: 1,
+    twinUsefulTokenFraction: 1,
+  });
+  const arm: ArmResult = {
+    name: "share-model",
+    family: "share-model",
+    routed: false,
+    pathMs: 5,
+    points: [point(0.8, 20), point(1.6, 40)],
+    worstLag: 0,
+    lagVerdicts: [],
+  };
+  const slos = [{ k: 10, ms: 50 }];
+  // The twin passed both live loads: its knee is the highest of them, until probes above say more.
+  assert.deepEqual(twinKnees(arm, slos), [{ load: 1.6, goodputJobsPerSecond: 160 }]);
+  const probed = { ...arm, twinProbes: [at(2, 45), at(2.2, 60), at(2.1, 48)] };
+  assert.deepEqual(twinKnees(probed, slos), [{ load: 2.1, goodputJobsPerSecond: 210 }]);
 });
 
 test("arms: routed ones carry SHOAL_DISPATCH, their options and a twin of the same policy", () => {
