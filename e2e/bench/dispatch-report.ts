@@ -76,9 +76,12 @@ export const liveKnees = (arm: ArmResult, slos: DispatchResults["slos"]): Knee[]
     ),
   );
 
-/** Knees of an arm's DES twin, per SLO (the twin's points carry the live load), with its twin-only probes. */
+/** The DES twin's figures of an arm's points, each at its live point's load. */
+export const twinLoadPoints = (points: readonly ArmPoint[]): LoadPoint[] => points.map((p) => ({ ...p.twin, load: p.live.load }));
+
+/** Knees of an arm's DES twin, per SLO, with its twin-only probes. */
 export const twinKnees = (arm: ArmResult, slos: DispatchResults["slos"]): Knee[] =>
-  slos.map((s) => kneeOf([...arm.points.map((p) => ({ ...p.twin, load: p.live.load })), ...(arm.twinProbes ?? [])], s.ms));
+  slos.map((s) => kneeOf([...twinLoadPoints(arm.points), ...(arm.twinProbes ?? [])], s.ms));
 
 /**
  * The best-tuned routed arm per SLO: the routed arm with the highest knee (ties: higher goodput).

@@ -58,7 +58,7 @@ import { loadPoint, nextKneeProbe, passes, type LoadPoint } from "./dispatch-ana
 import { DEFAULT_ARMS, parseArms, type DispatchArm } from "./dispatch-arms.ts";
 import { dispatchChartSvg } from "./dispatch-chart.ts";
 import { benchDevice, benchScale, benchTraceAt } from "./dispatch-trace.ts";
-import { reportLines, writeInfinity, type ArmPoint, type ArmResult, type DispatchResults } from "./dispatch-report.ts";
+import { reportLines, twinLoadPoints, writeInfinity, type ArmPoint, type ArmResult, type DispatchResults } from "./dispatch-report.ts";
 import { percentile, textOfTokens } from "./workload.ts";
 
 const { values: args } = parseArgs({
@@ -126,6 +126,8 @@ const log = (m: string): void => void process.stderr.write(`${m}\n`);
 const TRACE = { seed: SEED, zipfS: ZIPF, burstFactor: BURST_FACTOR, models: MODELS };
 const traceAt = (requestsPerSecond: number, requests: number): Trace => benchTraceAt(TRACE, requestsPerSecond, requests);
 const { reference, loneMedianMs: LONE_MEDIAN_MS, rateAt } = benchScale(TRACE, COST, BATCHING, WORKERS);
+/** The trace a point at offered load ρ sends: SECONDS of arrivals, at least 20 requests. */
+const traceOfPoint = (load: number): Trace => traceAt(rateAt(load), Math.max(20, Math.round(rateAt(load) * SECONDS)));
 const SLOS = SLO_MULTIPLES.map((k) => ({ k, ms: k * LONE_MEDIAN_MS }));
 const LOOSEST_MS = Math.max(...SLOS.map((s) => s.ms));
 const PATH_PROBE_TOKENS = 16;
@@ -344,8 +346,7 @@ async function runArm(arm: DispatchArm, textOf: (tokens: number) => string): Pro
     const takeBatches = takeBatchesOf(arm);
     /** Offers the trace at `load`, adds the point to `points`, logs it. */
     const measure = async (load: number): Promise<ArmPoint> => {
-      const rate = rateAt(load);
-      const trace = traceAt(rate, Math.max(20, Math.round(rate * SECONDS)));
+      const trace = traceOfPoint(load);
       for (const job of trace.jobs) job.tokens.forEach(textOf);
       const before = await deviceCounters(metricsUrls);
       const latencies: (number | undefined)[] = new Array(trace.jobs.length).fill(undefined);
@@ -454,10 +455,9 @@ async function runArm(arm: DispatchArm, textOf: (tokens: number) => string): Pro
     points.sort((a, b) => a.live.load - b.live.load);
     const twinProbes: LoadPoint[] = [];
     for (let i = 0; REFINE > 0 && i < TWIN_PROBES; i++) {
-      const load = nextKneeProbe([...points.map((p) => ({ ...p.twin, load: p.live.load })), ...twinProbes], headlineMs, 2 * Math.max(...LOADS));
+      const load = nextKneeProbe([...twinLoadPoints(points), ...twinProbes], headlineMs, 2 * Math.max(...LOADS));
       if (load === undefined) break;
-      const rate = rateAt(load);
-      twinProbes.push({ ...twinOf(arm, traceAt(rate, Math.max(20, Math.round(rate * SECONDS))), pathMs).point, load });
+      twinProbes.push({ ...twinOf(arm, traceOfPoint(load), pathMs).point, load });
     }
     if (twinProbes.length > 0) log(`   ${arm.name}: DES twin alone at ρ ${twinProbes.map((p) => `${p.load} (p99 ${fmtMs(p.requestP99Ms)} ms)`).join(", ")}`);
     const { worstLag, lagVerdicts } = await lagOf(arm.name, metricsUrls);
@@ -512,11 +512,7 @@ try {
     texts.set(n, text);
     return text;
   };
-  for (const n of [
-    PATH_PROBE_TOKENS,
-    ...new Set(LOADS.flatMap((l) => traceAt(rateAt(l), Math.max(20, Math.round(rateAt(l) * SECONDS))).jobs.flatMap((j) => j.tokens))),
-  ])
-    textOf(n);
+  for (const n of [PATH_PROBE_TOKENS, ...new Set(LOADS.flatMap((l) => traceOfPoint(l).jobs.flatMap((j) => j.tokens)))]) textOf(n);
   const arms: ArmResult[] = [];
   const resultsOf = (): DispatchResults => ({
     command: `npm run bench:dispatch -- ${process.argv.slice(2).join(" ")}`.trim(),
