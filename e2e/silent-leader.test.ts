@@ -31,7 +31,8 @@ describe("a silent partition leader (network partition, 3 brokers)", { skip: pro
    * before) answers until its metadata catches up; this asks again.
    */
   async function createTopic(admin: Admin, topic: string, numPartitions: number): Promise<void> {
-    await admin.createTopics({ topics: [{ topic, numPartitions }] });
+    // kafkajs' own wait (waitForLeaders, on by default) would throw on that answer first.
+    await admin.createTopics({ topics: [{ topic, numPartitions }], waitForLeaders: false });
     await until(`${topic} has a leader for each of its ${numPartitions} partitions`, async () => {
       const md = await admin.fetchTopicMetadata({ topics: [topic] }).catch(() => undefined);
       const partitions = md?.topics[0]?.partitions ?? [];
