@@ -19,7 +19,7 @@
  *   npm run bench:dispatch -- --quick            # 3 workers, ρ 0.5..3, 6 s per point (a few minutes)
  *   npm run bench:dispatch -- --arms share,least-loaded@SHOAL_DISPATCH_REFRESH_MS=50+SHOAL_DISPATCH_COUNT_OWN=0
  *   npm run bench:dispatch -- --json out.json --chart docs/bench/dispatch.svg
- *   (--calls calls.jsonl: every call, live and twin latency side by side, one JSON line each)
+ *   (--calls calls.jsonl: every call, live and twin latency side by side and the worker that ran it, one JSON line each)
  *
  * Every routed setting listed is a candidate of the tuning sweep: the report names the best-tuned
  * routed arm per SLO. Ablations: --models 1 (one model instead of nine), --burst-factor 1 (no
@@ -199,6 +199,8 @@ interface CallTiming {
   readonly inferenceMs: number;
   readonly totalMs: number;
   readonly deliveries: number;
+  /** The worker that answered (the `shoal-worker` response header). */
+  readonly worker: string;
 }
 
 /**
@@ -225,7 +227,7 @@ function redeliveredCalls(
   return { calls: again.length, excessOnceMs: p(once), excessRedeliveredMs: p(again), heldRedeliveredMs: percentile(held, 50) };
 }
 
-/** `--calls FILE`: one JSON line per call (arm, load, job, model, arrival, live and twin latency, timing), to study the tail. */
+/** `--calls FILE`: one JSON line per call (arm, load, job, model, arrival, live and twin latency, timing, the worker that ran it), to study the tail. */
 async function appendCalls(
   file: string,
   arm: string,
@@ -323,11 +325,14 @@ async function runArm(arm: DispatchArm, textOf: (tokens: number) => string): Pro
       }
     }
     // An agent request's calls go to one gateway, requests spread over the gateways.
-    const call = (job: Pick<TraceJob, "request" | "model" | "tokens">) =>
-      clients[job.request % clients.length]!.inference.embed(
+    const call = async (job: Pick<TraceJob, "request" | "model" | "tokens">) => {
+      let worker = "";
+      const res = await clients[job.request % clients.length]!.inference.embed(
         { model: reference.models[job.model]!.id, inputs: job.tokens.map(textOf) },
-        { timeoutMs: CALL_TIMEOUT_MS },
+        { timeoutMs: CALL_TIMEOUT_MS, onHeader: (h) => (worker = h.get("shoal-worker") ?? "") },
       );
+      return { ...res, worker };
+    };
     // Every worker joined, every model loaded and serving before the clock starts (group: the last rebalance done).
     for (let i = 0; i < 3; i++)
       await Promise.all(
@@ -378,6 +383,7 @@ async function runArm(arm: DispatchArm, textOf: (tokens: number) => string): Pro
                   inferenceMs: res.timing.inferenceMs,
                   totalMs: res.timing.totalMs,
                   deliveries: res.timing.deliveries,
+                  worker: res.worker,
                 };
               latencies[i] = doneMs - job.arrivalMs;
               lastAnswerMs = Math.max(lastAnswerMs, doneMs);

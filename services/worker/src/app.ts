@@ -32,7 +32,6 @@ import { CooperativeQueue } from "./tasks/cooperative-queue.ts";
 import { createModelFleet, type ModelFleet } from "./tasks/model-fleet.ts";
 import { RunForecast } from "./batching/run-forecast.ts";
 import { TakeRoundTrip } from "./batching/take-round-trip.ts";
-import { delayedHandler } from "./intake/delayed-handler.ts";
 import { runnerOptionsFor } from "./tasks/runner-options.ts";
 import { createStatusPublisher, type StatusPublisher } from "./telemetry/status-publisher.ts";
 import { statusSnapshot } from "./telemetry/status-snapshot.ts";
@@ -108,7 +107,9 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   // When this worker's compute next frees up, from its model calls in progress: only the take-ahead reads it.
   const forecast = config.takeAheadMs !== 0 ? new RunForecast() : undefined;
   // SHOAL_TAKE_AHEAD_MS=auto: the lead follows the measured take round trip.
-  const roundTrip = config.takeAheadMs === "auto" ? new TakeRoundTrip(config.runtime.kind === "simulated" ? (config.runtime.fetchDelayMs ?? 0) : 0) : undefined;
+  // Benchmarks only: a simulated network between broker and worker puts Kafka's latency on the devices' clock.
+  const fetchDelayMs = config.runtime.kind === "simulated" ? (config.runtime.fetchDelayMs ?? 0) : 0;
+  const roundTrip = config.takeAheadMs === "auto" ? new TakeRoundTrip(fetchDelayMs) : undefined;
   const jobs = createJobLifecycle({
     pool: config.pool,
     workerId: config.workerId,
@@ -124,6 +125,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     perCallOverheadTokens: config.perCallOverheadTokens,
     takeAheadMs: typeof config.takeAheadMs === "number" ? config.takeAheadMs : () => roundTrip?.leadMs(),
     batchMaxTokens: config.batchMaxTokens,
+    ...(fetchDelayMs ? { arrivalDelayMs: fetchDelayMs } : {}),
     ...(forecast ? { msToDrain: (waitingUnits: number) => forecast.msToDrain(waitingUnits) } : {}),
     get maxDeliveries() {
       return shareIntake ? config.shareDeliveryLimit - 1 : undefined;
@@ -218,10 +220,8 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     });
     shareIntake = intake.kind === "share" || intake.kind === "share+routed";
     releaseRedelivers = intake.kind === "share";
-    // Benchmarks only: a simulated network between broker and worker puts Kafka's latency on the devices' clock.
-    const fetchDelayMs = config.runtime.kind === "simulated" ? config.runtime.fetchDelayMs : undefined;
     if (fetchDelayMs) log.warn({ fetchDelayMs }, "SHOAL_SIM_FETCH_DELAY_MS: simulated network, every job reaches this worker late");
-    await intake.start(fetchDelayMs ? delayedHandler(jobs, fetchDelayMs) : jobs);
+    await intake.start(jobs);
     probe.start();
     const resident = fleet.residency
       .snapshot()

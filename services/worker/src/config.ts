@@ -27,7 +27,7 @@ export type RuntimeChoice =
       readonly logCalls?: boolean;
       /** `SHOAL_SIM_LOAD_MS`: the model-load cost in profile ms instead of the profile's own (a benchmark's start-up time). */
       readonly loadMs?: number;
-      /** `SHOAL_SIM_FETCH_DELAY_MS`: each job record reaches the worker this long after the intake took it (a simulated network; intake/delayed-handler.ts). */
+      /** `SHOAL_SIM_FETCH_DELAY_MS`: each job record reaches the worker this long after the intake took it (a simulated network: the job lifecycle holds and counts it at once and runs it then, `arrivalDelayMs`). */
       readonly fetchDelayMs?: number;
     };
 

@@ -57,7 +57,8 @@ export interface ShareIntakeOptions {
   readonly onFetched?: (ms: number) => void;
   /**
    * Asked before a job is given back for an idle worker: true keeps it here instead (this worker
-   * starts it within a take round trip, sooner than a give-back could get it to another).
+   * starts it within a take round trip, sooner than a give-back could get it to another). When set,
+   * a busy worker's look-ahead waits ask it too for a job of a model it does not hold.
    */
   readonly keepsHere?: () => boolean;
   /**
@@ -489,11 +490,14 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     // another, while others idle. So once a wait begun idle finds this worker holding another
     // model's job, a first delivery is released at once for an idle worker (a job delivered before
     // is kept: no job spends more than one of its deliveries this way). A busy worker's look-ahead
-    // keeps what it asked for.
+    // keeps what it asked for, unless the intake can tell when this worker would start it
+    // (keepsHere): its waits on several models were sent together, and once one brought a job the
+    // others still waiting would queue theirs behind it.
+    const lookAheadKeepsAll = opts.keepsHere === undefined;
     const keep =
       (m: Member) =>
       (r: ShareRecord): boolean =>
-        !fresh || m.held > 0 || r.deliveryCount > giveBacks || !step.members.some((x) => x !== m && x.held > 0) || keepsHere();
+        (!fresh && lookAheadKeepsAll) || m.held > 0 || r.deliveryCount > giveBacks || !step.members.some((x) => x !== m && x.held > 0) || keepsHere();
     const waitMs = waitFor(later);
     const spread = fresh && !later && idleJitter;
     for (const m of polls) poll(m, 1, spread ? Math.round(waitMs * (0.5 + Math.random())) : waitMs, keep(m), () => (step.busy = true));

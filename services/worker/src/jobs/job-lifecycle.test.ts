@@ -521,6 +521,22 @@ describe("job lifecycle", () => {
     assert.equal(unknown.jobs.msToDrain(), undefined, "no forecast, holding a job: not known");
   });
 
+  test("a simulated network (arrivalDelayMs): a job taken is held and counted at once, and starts only once it has arrived", async () => {
+    const asked: number[] = [];
+    const h = harnessWith({ ...takeAhead(asked, (units) => units * 0.001), perCallOverheadTokens: 1_000, takeAheadMs: 1, arrivalDelayMs: 40 });
+    const t0 = performance.now();
+    h.jobs.deliver(delivery(envelope({ jobId: "a", text: "x".repeat(32) })));
+    assert.deepEqual(h.submitted, [], "nothing runs while the job is on its way");
+    assert.equal(h.jobs.room(), 0, "but it is held: a busy worker's room (its call's 1,000-token overhead is over the 256-token budget)");
+    const drain = h.jobs.msToDrain();
+    assert.ok(drain !== undefined && drain > 1 && drain < 1.1, `the forecast counts its call: ${drain} ms`);
+    await tick();
+    assert.deepEqual(h.submitted, [], "5 ms on: still on its way");
+    while (h.submitted.length === 0 && performance.now() - t0 < 2_000) await tick();
+    assert.deepEqual(h.submitted, ["a#1"]);
+    assert.ok(performance.now() - t0 >= 39, `it ran after ${(performance.now() - t0).toFixed(1)} ms, not before the 40 ms delay`);
+  });
+
   test("a job delivered as often as the limit allows is dead-lettered with its reason, not run", async () => {
     const h = harnessWith({ maxDeliveries: 4 });
     const d = { ...delivery(envelope()), deliveryCount: 4 };

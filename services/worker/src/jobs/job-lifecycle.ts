@@ -83,6 +83,15 @@ export interface JobLifecycleDeps {
    */
   readonly msToDrain?: (waitingUnits: number) => number | undefined;
   /**
+   * A simulated network between the broker and this worker (`SHOAL_SIM_FETCH_DELAY_MS`, simulated
+   * runtimes only, for benchmarks): a job taken is held and counted at once (room, `msToDrain`, so
+   * the share intake's take-ahead and keep rule see it, as a worker on a slow network sees a job
+   * by the time it decides), but runs only this many ms later, when it would have arrived. A dilated
+   * benchmark stretches the devices' time but not Kafka's; this puts Kafka's latency back on the
+   * devices' clock. Unset or 0: none.
+   */
+  readonly arrivalDelayMs?: number;
+  /**
    * Deliveries after which a job is no longer run but dead-lettered (a job that kept its worker
    * from answering: crashes, lost locks). Unset: no limit (the intake cannot count deliveries).
    */
@@ -482,6 +491,13 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     wait(entry, estimateJobTokens(envelope, model.spec.maxSequenceLength));
     hold(entry, entry.waitingTokens);
     meanJobTokens += (entry.waitingTokens - meanJobTokens) / 16;
+    // A simulated network: held and counted from now (room, forecast), run once it has arrived.
+    if (deps.arrivalDelayMs) setTimeout(() => admit(envelope, entry, model, delivery), deps.arrivalDelayMs);
+    else admit(envelope, entry, model, delivery);
+  }
+
+  /** A job taken and counted: runs once its model is resident here. */
+  function admit(envelope: JobEnvelope, entry: InFlight, model: CatalogModel, delivery: Delivery): void {
     const lease = deps.fleet.tryAcquire(model.id);
     if (lease) return run(envelope, entry, lease);
     // Not resident: this job waits for the load; jobs of resident models keep flowing meanwhile.
