@@ -142,10 +142,15 @@ async function refreshCluster(): Promise<void> {
 }
 
 let refreshing = false;
+/** A refresh was asked for while one was in flight (a new API key): run one more when it ends. */
+let refreshAgain = false;
 
 async function refresh(): Promise<void> {
   // A slow gateway must not pile up overlapping refreshes.
-  if (refreshing) return;
+  if (refreshing) {
+    refreshAgain = true;
+    return;
+  }
   refreshing = true;
   try {
     await Promise.all([refreshModels(), refreshCluster()]);
@@ -154,11 +159,19 @@ async function refresh(): Promise<void> {
   }
   renderStatus();
   renderGlance(glance, snapshot);
+  if (refreshAgain) {
+    refreshAgain = false;
+    await refresh();
+  }
 }
 
 async function refreshModels(): Promise<void> {
+  // An answer to a call made with another key (changed while it was in flight) says nothing of this
+  // one: the refresh that the change asked for reports it.
+  const sentWith = apiKey.key;
   try {
     const res = await api.listModels();
+    if (apiKey.key !== sentWith) return;
     snapshot.reachable = true;
     snapshot.error = undefined;
     snapshot.listModelsMs = res.roundTripMs;
@@ -166,6 +179,7 @@ async function refreshModels(): Promise<void> {
     renderModels(res.value);
     keyField.report(undefined);
   } catch (err) {
+    if (apiKey.key !== sentWith) return;
     snapshot.reachable = false;
     snapshot.error = messageOf(err);
     keyField.report(err);
