@@ -10,14 +10,10 @@ import { after, describe, test } from "node:test";
 import { createLogger } from "@shoal/common";
 import type { Delivery } from "@shoal/worker/intake/intake";
 import { createShareIntake } from "@shoal/worker/intake/share-intake";
+import { until } from "./harness/wait.ts";
 import { brokers, createTopic, disconnectProducer, produce, unique } from "./kafka-share/helpers.ts";
 
 const logger = createLogger("share-intake-keep-test", "error");
-
-async function until(what: string, ok: () => boolean, timeoutMs = 20_000): Promise<void> {
-  for (const deadline = Date.now() + timeoutMs; !ok(); await new Promise((r) => setTimeout(r, 10)))
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-}
 
 /**
  * One worker on a two-model pool takes a job of model a, then (its waits begun idle long over) a job

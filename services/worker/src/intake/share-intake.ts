@@ -170,6 +170,8 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   const giveBack = opts.onGiveBack;
   const fetched = opts.onFetched;
   const keepsHere = opts.keepsHere ?? (() => false);
+  /** Without keepsHere a busy worker's look-ahead keeps whatever its waits bring (see pullByModel). */
+  const lookAheadKeepsAll = opts.keepsHere === undefined;
   const writeWakeMarker = opts.wake;
   const headsMaxAgeMs = opts.headsMaxAgeMs ?? 0;
   const giveBackRestMs = opts.giveBackRestMs ?? 0;
@@ -493,7 +495,6 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     // keeps what it asked for, unless the intake can tell when this worker would start it
     // (keepsHere): its waits on several models were sent together, and once one brought a job the
     // others still waiting would queue theirs behind it.
-    const lookAheadKeepsAll = opts.keepsHere === undefined;
     const keep =
       (m: Member) =>
       (r: ShareRecord): boolean =>
