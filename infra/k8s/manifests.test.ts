@@ -3,6 +3,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { before, describe, test } from "node:test";
+import { ACCELERATOR_IDLE_TAKE_BATCHES, loadWorkerConfig } from "@shoal/worker/config";
 import { ensureKustomize, ensureSchemas } from "./schemas.ts";
 import { createValidator, render, type K8sObject, type Validator } from "./validate.ts";
 
@@ -111,6 +112,14 @@ describe("Kubernetes manifests (kustomize overlays, checked against Kubernetes' 
     assert.equal(c.resources?.limits?.["nvidia.com/gpu"], 1);
     assert.equal(envOf(c, "SHOAL_EXECUTION_PROVIDER"), "cuda");
     assert.match(String((c as { image?: string }).image), /cuda/);
+    // Its literal env, read as the worker reads it (less the files mounted from Secrets, absent here):
+    // an accelerator that takes four batches and takes ahead.
+    const literal = (c.env ?? []).filter((e) => e.value !== undefined && !e.name.endsWith("_FILE"));
+    const env = Object.fromEntries(literal.map((e) => [e.name, e.value]));
+    const config = loadWorkerConfig(env);
+    assert.ok(config.perCallOverheadTokens >= config.batchMaxTokens, "a GPU call costs more than a batch's tokens");
+    assert.equal(config.idleTakeTokens, ACCELERATOR_IDLE_TAKE_BATCHES * config.inferenceThreads * config.batchMaxTokens);
+    assert.equal(config.takeAheadMs, "auto");
     assert.equal(
       deployments(rendered.get("cpu")!).find((d) => d.metadata.name === "shoal-worker-gpu"),
       undefined,
