@@ -1,47 +1,89 @@
 /**
  * `npm run bench:overhead` — what the serving path costs, measured in one run on this machine:
  *  1. raw ONNX Runtime `session.run()` useful tokens/s on the default model, for the same ragged
- *     batches the worker forms (same padding plan), in-process;
+ *     batches the worker forms (same padding plan): one session on every core in-process, and the
+ *     worker's own layout (its inference threads, all busy at once), before and after the served
+ *     phase, so a machine that slows down or speeds up meanwhile weighs on both sides alike;
  *  2. sustained useful tokens/s through gateway → Kafka → worker → reply, requests of 8 texts with
- *     lengths uniform over 8–128 tokens, closed loop;
+ *     lengths uniform over 8–128 tokens, closed loop, measured after a warm-up long enough for the
+ *     broker's JIT (a cold broker's compiler threads take a tenth of two cores at first), with the
+ *     CPU each process used meanwhile, from /proc;
  *  3. latency the path adds at light load (one request at a time): end to end minus inference.
- * Prints figures and ratios; asserts nothing (a benchmark, not a test).
+ * The ceiling is the faster layout's mean of its before and after figures. Prints figures and
+ * ratios; asserts nothing (a benchmark, not a test).
  *
  * Clients ask for VECTOR_ENCODING_FLOAT32_LE, the encoding meant for bulk use, unless
  * BENCH_ENCODING=values: the default encoding (repeated float), what a gRPC client gets when it
  * asks for nothing.
  *
- * Env: KAFKA_BROKERS (default: a scratch broker on a free port), BENCH_SECONDS (30), BENCH_CONCURRENCY (16),
- * BENCH_ENCODING (float32_le | values).
+ * Env: KAFKA_BROKERS (default: a scratch broker on a free port), BENCH_SECONDS (30, measured),
+ * BENCH_WARMUP_SECONDS (90, the same load before), BENCH_CONCURRENCY (16), BENCH_ENCODING
+ * (float32_le | values), BENCH_WORKER_THREADS and BENCH_WORKER_INTRA_OP (the worker's layout;
+ * default its own defaults for this machine's cores).
  */
-import { readModelDir } from "@shoal/common/model-manifest";
+import { availableParallelism } from "node:os";
+import { readModelDir, type ModelSpec } from "@shoal/common/model-manifest";
 import { ensureModel } from "@shoal/models";
 import { VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { DEFAULT_BATCH_MAX_TOKENS } from "@shoal/worker/batching/batcher";
-import { measureRawMixed } from "@shoal/worker/runtime/raw-ceiling";
+import { loadWorkerConfig } from "@shoal/worker/config";
+import { measureRawMixed, measureRawMixedThreads } from "@shoal/worker/runtime/raw-ceiling";
 import { createTextTokenizer } from "@shoal/worker/runtime/text-tokenizer";
-import { startScratchBroker, type ScratchBroker } from "../../infra/dev/broker.ts";
-import { startCluster } from "../harness/cluster.ts";
+import { startCluster, type TestCluster } from "../harness/cluster.ts";
 import { clientsFor } from "../harness/clients.ts";
+import { benchBroker } from "./bench-broker.ts";
+import { mainThreadCpuMs, pidListeningOn, processCpuMs } from "./cpu-counters.ts";
 import { percentile, raggedRequests } from "./workload.ts";
 
 const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 30);
+const WARMUP_SECONDS = Number(process.env["BENCH_WARMUP_SECONDS"] ?? 90);
 const CONCURRENCY = Number(process.env["BENCH_CONCURRENCY"] ?? 16);
-const INTRA_OP = 2;
+const CORES = availableParallelism();
 const ENCODING_NAME = process.env["BENCH_ENCODING"] ?? "float32_le";
 if (ENCODING_NAME !== "float32_le" && ENCODING_NAME !== "values") throw new Error(`BENCH_ENCODING must be float32_le or values, not ${ENCODING_NAME}`);
 const ENCODING = ENCODING_NAME === "values" ? VectorEncoding.UNSPECIFIED : VectorEncoding.FLOAT32_LE;
-// The served worker's layout (default: the ceiling's, 1 thread x 2 intra-op); BENCH_WORKER_THREADS=2
-// BENCH_WORKER_INTRA_OP=1 measures the worker's default on 2 cores against the same ceiling.
-const WORKER_THREADS = process.env["BENCH_WORKER_THREADS"] ?? "1";
-const WORKER_INTRA_OP = process.env["BENCH_WORKER_INTRA_OP"] ?? String(INTRA_OP);
+// The served worker's layout: its own defaults unless named, read through its own config reader.
+const LAYOUT_ENV: Record<string, string> = {
+  ...(process.env["BENCH_WORKER_THREADS"] ? { SHOAL_INFERENCE_THREADS: process.env["BENCH_WORKER_THREADS"] } : {}),
+  ...(process.env["BENCH_WORKER_INTRA_OP"] ? { SHOAL_INTRA_OP_THREADS: process.env["BENCH_WORKER_INTRA_OP"] } : {}),
+};
+const { inferenceThreads: WORKER_THREADS, intraOpThreads: WORKER_INTRA_OP } = loadWorkerConfig({ SHOAL_CATALOG: "(unused)", ...LAYOUT_ENV });
+const PLAN = { perCallOverheadTokens: 64, maxItemsPerCall: 128, iterations: 2 };
 
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
 
-let broker: ScratchBroker | undefined;
-if (!process.env["KAFKA_BROKERS"]) {
-  broker = await startScratchBroker();
-  process.env["KAFKA_BROKERS"] = broker.brokers;
+let current: TestCluster | undefined;
+const broker = await benchBroker(log, () => current);
+const brokerPort = Number(process.env["KAFKA_BROKERS"]!.split(",")[0]!.split(":")[1]);
+
+interface Ceilings {
+  /** One session with every core's intra-op thread, in this process. */
+  readonly single: number;
+  /** The worker's layout through its inference threads; undefined when it is the single session's. */
+  readonly worker: number | undefined;
+}
+
+const sameLayout = WORKER_THREADS === 1 && WORKER_INTRA_OP === CORES;
+
+async function ceilings(spec: ModelSpec, batches: readonly number[][], when: string): Promise<Ceilings> {
+  const single = (await measureRawMixed(spec, batches, { ...PLAN, intraOpThreads: CORES })).usefulTokensPerSecond;
+  log(`   raw ${when}, 1 session x ${CORES} intra-op: ${single.toFixed(0)} useful tokens/s`);
+  if (sameLayout) return { single, worker: undefined };
+  const worker = (await measureRawMixedThreads(spec, batches, { ...PLAN, threads: WORKER_THREADS, intraOpThreads: WORKER_INTRA_OP })).usefulTokensPerSecond;
+  log(`   raw ${when}, the worker's ${WORKER_THREADS} threads x ${WORKER_INTRA_OP} intra-op: ${worker.toFixed(0)} useful tokens/s`);
+  return { single, worker };
+}
+
+/** CPU ms of each process of the path, and of this driver. */
+async function cpuNow(pids: { gateway: number; worker: number; broker: number | undefined }): Promise<Record<string, number>> {
+  const [gateway, worker, workerMain, brokerMs] = await Promise.all([
+    processCpuMs(pids.gateway),
+    processCpuMs(pids.worker),
+    mainThreadCpuMs(pids.worker),
+    pids.broker === undefined ? Promise.resolve(Number.NaN) : processCpuMs(pids.broker),
+  ]);
+  const self = process.cpuUsage();
+  return { gateway, workerMain, workerOther: worker - workerMain, broker: brokerMs, driver: (self.user + self.system) / 1000 };
 }
 
 try {
@@ -54,39 +96,53 @@ try {
 
   // The batches the worker forms under load: requests in arrival order up to the token budget.
   const batches: number[][] = [];
-  let current: number[] = [];
+  let forming: number[] = [];
   for (const r of requests.slice(0, 120)) {
-    if (current.length > 0 && current.reduce((a, b) => a + b, 0) + r.tokens.reduce((a, b) => a + b, 0) > DEFAULT_BATCH_MAX_TOKENS) {
-      batches.push(current);
-      current = [];
+    if (forming.length > 0 && forming.reduce((a, b) => a + b, 0) + r.tokens.reduce((a, b) => a + b, 0) > DEFAULT_BATCH_MAX_TOKENS) {
+      batches.push(forming);
+      forming = [];
     }
-    current.push(...r.tokens);
+    forming.push(...r.tokens);
   }
-  if (current.length > 0) batches.push(current);
+  if (forming.length > 0) batches.push(forming);
 
-  log(`==> 1/3 raw session.run on ${batches.length} ragged batches (${INTRA_OP} intra-op threads)`);
-  const raw = await measureRawMixed(spec, batches, { perCallOverheadTokens: 64, maxItemsPerCall: 128, iterations: 2, intraOpThreads: INTRA_OP });
-  log(`raw: ${raw.usefulTokensPerSecond.toFixed(0)} useful tokens/s (useful fraction ${raw.usefulFraction.toFixed(3)})`);
+  log(`==> 1/4 raw session.run on ${batches.length} ragged batches, before`);
+  const before = await ceilings(spec, batches, "before");
 
-  log("==> starting gateway + worker processes");
+  log(`==> starting gateway + worker processes (the worker: ${WORKER_THREADS} inference thread(s) x ${WORKER_INTRA_OP} intra-op)`);
   const cluster = await startCluster({
     presets: ["mini"],
     partitions: 8,
-    workerEnv: { SHOAL_INFERENCE_THREADS: WORKER_THREADS, SHOAL_INTRA_OP_THREADS: WORKER_INTRA_OP, LOG_LEVEL: process.env["BENCH_WORKER_LOG"] ?? "info" },
+    workerEnv: {
+      SHOAL_INFERENCE_THREADS: String(WORKER_THREADS),
+      SHOAL_INTRA_OP_THREADS: String(WORKER_INTRA_OP),
+      LOG_LEVEL: process.env["BENCH_WORKER_LOG"] ?? "info",
+    },
   });
+  current = cluster;
+  let served = 0;
+  let answered = 0;
+  let servedSeconds = 0;
+  let cpu: Record<string, number> = {};
+  const added: number[] = [];
+  const e2e: number[] = [];
+  const single: number[] = [];
   try {
     const model = cluster.modelIds[0]!;
     const { inference } = clientsFor(cluster.urls[0]!, "connect");
+    const pids = { gateway: cluster.gateways[0]!.pid, worker: cluster.workers[0]!.pid, broker: await pidListeningOn(brokerPort) };
 
-    log(`==> 2/3 sustained load: ${CONCURRENCY} requests in flight for ${SECONDS}s (+5s warm-up)`);
+    log(`==> 2/4 sustained load: ${CONCURRENCY} requests in flight, ${WARMUP_SECONDS} s of warm-up, then ${SECONDS} s measured`);
     let next = 0;
     let usefulTokens = 0;
-    let answered = 0;
     let counting = false;
-    let stopAt = Date.now() + 5_000 + SECONDS * 1_000;
-    const warmEnd = Date.now() + 5_000;
+    const t0 = performance.now();
+    const warmEnd = t0 + WARMUP_SECONDS * 1_000;
+    const stopAt = warmEnd + SECONDS * 1_000;
+    let tCount = warmEnd;
+    let cpuAtCount: Record<string, number> = {};
     const loop = async (): Promise<void> => {
-      while (Date.now() < stopAt) {
+      while (performance.now() < stopAt) {
         const r = requests[next++ % requests.length]!;
         const res = await inference.embed({ model, inputs: r.texts, options: { encoding: ENCODING } }, { timeoutMs: 60_000 });
         if (counting) {
@@ -95,32 +151,36 @@ try {
         }
       }
     };
-    let t0 = 0;
+    // Every 5 s: the rate so far, and the broker's CPU over the last 5 s (it falls as its JIT warms).
+    let lastBroker = pids.broker === undefined ? Number.NaN : await processCpuMs(pids.broker);
+    let lastAt = performance.now();
     const progress = setInterval(() => {
-      if (!counting && Date.now() >= warmEnd) {
-        counting = true;
-        t0 = performance.now();
-        stopAt = Date.now() + SECONDS * 1_000;
-        log("   warm-up done, measuring");
-      } else if (counting) {
-        log(
-          `   ${((performance.now() - t0) / 1000).toFixed(0)}s: ${(usefulTokens / ((performance.now() - t0) / 1000)).toFixed(0)} useful tokens/s, ${answered} requests`,
-        );
-      }
+      void (async () => {
+        const now = performance.now();
+        const brokerMs = pids.broker === undefined ? Number.NaN : await processCpuMs(pids.broker);
+        const brokerRate = ((brokerMs - lastBroker) / (now - lastAt)) * 1000;
+        [lastBroker, lastAt] = [brokerMs, now];
+        if (!counting && now >= warmEnd) {
+          counting = true;
+          tCount = now;
+          cpuAtCount = await cpuNow(pids);
+          log("   warm-up done, measuring");
+        } else {
+          const phase = counting
+            ? `${((now - tCount) / 1000).toFixed(0)}s measured: ${(usefulTokens / ((now - tCount) / 1000)).toFixed(0)} useful tokens/s`
+            : `${((now - t0) / 1000).toFixed(0)}s warm-up`;
+          log(`   ${phase}; broker ${brokerRate.toFixed(0)} CPU ms/s`);
+        }
+      })();
     }, 5_000);
     await Promise.all(Array.from({ length: CONCURRENCY }, loop));
     clearInterval(progress);
-    const servedSeconds = (performance.now() - t0) / 1000;
-    const batchLines = cluster.workers[0]!.logs.filter((l) => l.msg === "batch done");
-    if (batchLines.length > 0) {
-      const busy = batchLines.reduce((n, l) => n + Number(l["ms"]), 0) / 1000;
-      log(`   worker: ${batchLines.length} batches, ${busy.toFixed(1)}s in session.run over the whole run`);
-    }
-    const served = usefulTokens / servedSeconds;
+    servedSeconds = (performance.now() - tCount) / 1000;
+    const cpuAtEnd = await cpuNow(pids);
+    cpu = Object.fromEntries(Object.entries(cpuAtEnd).map(([k, v]) => [k, (v - (cpuAtCount[k] ?? Number.NaN)) / servedSeconds]));
+    served = usefulTokens / servedSeconds;
 
-    log("==> 3/3 light load: 200 sequential requests");
-    const added: number[] = [];
-    const e2e: number[] = [];
+    log("==> 3/4 light load: 200 sequential requests");
     for (let i = 0; i < 200; i++) {
       const r = requests[i % requests.length]!;
       const t = performance.now();
@@ -129,31 +189,49 @@ try {
       e2e.push(ms);
       added.push(ms - (res.timing?.inferenceMs ?? 0));
     }
-    const single: number[] = [];
     for (let i = 0; i < 200; i++) {
       const t = performance.now();
       const res = await inference.embed({ model, inputs: ["a short query"], options: { encoding: ENCODING } });
       single.push(performance.now() - t - (res.timing?.inferenceMs ?? 0));
     }
+  } finally {
+    await cluster.stop();
+    current = undefined;
+  }
 
-    const row = (k: string, v: string): string => `| ${k.padEnd(58)} | ${v.padStart(14)} |`;
-    console.log(`
-Shoal overhead benchmark — model ${model}, vectors as ${ENCODING_NAME}, 1 worker (${WORKER_THREADS} inference thread(s) x ${WORKER_INTRA_OP} intra-op; raw: 1 x ${INTRA_OP}), 1 gateway, 1 broker, one 2-core machine
+  log("==> 4/4 raw session.run again, after");
+  const after = await ceilings(spec, batches, "after");
+  const mean = (a: number, b: number): number => (a + b) / 2;
+  const singleCeiling = mean(before.single, after.single);
+  const workerCeiling = before.worker === undefined || after.worker === undefined ? undefined : mean(before.worker, after.worker);
+  const ceiling = Math.max(singleCeiling, workerCeiling ?? 0);
+  const nonInference = (cpu["gateway"] ?? 0) + (cpu["workerMain"] ?? 0) + (cpu["broker"] ?? 0) + (cpu["driver"] ?? 0);
+
+  const row = (k: string, v: string): string => `| ${k.padEnd(74)} | ${v.padStart(16)} |`;
+  const ms = (x: number | undefined): string => (x === undefined || Number.isNaN(x) ? "n/a" : x.toFixed(0));
+  console.log(`
+Shoal overhead benchmark — model shoal-minilm-l6, vectors as ${ENCODING_NAME}, 1 worker (${WORKER_THREADS} inference thread(s) x ${WORKER_INTRA_OP} intra-op), 1 gateway, 1 broker, one ${CORES}-core machine
 ${row("figure", "value")}
-${row("raw session.run useful tokens/s (same batches, in-process)", raw.usefulTokensPerSecond.toFixed(0))}
-${row("served useful tokens/s (gateway→Kafka→worker→reply)", served.toFixed(0))}
-${row("served / raw", (served / raw.usefulTokensPerSecond).toFixed(3))}
-${row("padding plan useful fraction", raw.usefulFraction.toFixed(3))}
+${row(`raw useful tokens/s, 1 session x ${CORES} intra-op, before / after`, `${before.single.toFixed(0)} / ${after.single.toFixed(0)}`)}
+${
+  sameLayout
+    ? ""
+    : `${row(`raw useful tokens/s, the worker's ${WORKER_THREADS} x ${WORKER_INTRA_OP}, before / after`, `${before.worker!.toFixed(0)} / ${after.worker!.toFixed(0)}`)}
+`
+}${row("ceiling: the faster layout, mean of before and after", ceiling.toFixed(0))}
+${row(`served useful tokens/s, ${SECONDS} s after ${WARMUP_SECONDS} s of warm-up`, served.toFixed(0))}
+${row("**served / ceiling**", (served / ceiling).toFixed(3))}
+${row(`served / raw 1 x ${CORES} (the single session's mean)`, (served / singleCeiling).toFixed(3))}
 ${row(`requests answered in ${servedSeconds.toFixed(0)}s at concurrency ${CONCURRENCY}`, String(answered))}
+${row("CPU ms/s while measured: gateway / worker main thread / broker / driver", `${ms(cpu["gateway"])} / ${ms(cpu["workerMain"])} / ${ms(cpu["broker"])} / ${ms(cpu["driver"])}`)}
+${row("CPU ms/s while measured: the worker's other threads (inference, GC, I/O)", ms(cpu["workerOther"]))}
+${row(`the path's share of the ${CORES} cores (the four above ÷ ${CORES * 1000} ms/s)`, (nonInference / (CORES * 1000)).toFixed(3))}
 ${row("light load, 8 texts: added latency p50 ms (e2e − inference)", percentile(added, 50).toFixed(2))}
 ${row("light load, 8 texts: added latency p99 ms", percentile(added, 99).toFixed(2))}
 ${row("light load, 8 texts: end-to-end p50 ms", percentile(e2e, 50).toFixed(2))}
 ${row("light load, 1 short text: added latency p50 ms", percentile(single, 50).toFixed(2))}
 ${row("light load, 1 short text: added latency p99 ms", percentile(single, 99).toFixed(2))}
 `);
-  } finally {
-    await cluster.stop();
-  }
 } finally {
   await broker?.stop();
 }

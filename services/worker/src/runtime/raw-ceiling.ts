@@ -6,6 +6,7 @@
 import { readFile } from "node:fs/promises";
 import * as ort from "onnxruntime-node";
 import type { ModelSpec } from "@shoal/common/model-manifest";
+import { createInferenceThreads } from "./inference-threads.ts";
 import { openSession } from "./onnx-session.ts";
 import { packGroup, type PackedGroup } from "./packed-group.ts";
 import { paddingStats, planSubBatches, type SubBatchOptions } from "./padding-plan.ts";
@@ -125,37 +126,106 @@ export async function measureRawThroughput(spec: ModelSpec, opts: RawThroughputO
   }
 }
 
+/** One `session.run()`: its sequences of token ids. */
+type PlannedCall = number[][];
+
+/** Ragged batches planned as the serving path plans them: per batch, its calls. */
+interface PlannedBatches {
+  readonly batches: readonly (readonly PlannedCall[])[];
+  readonly useful: number;
+  readonly padded: number;
+}
+
+async function planBatches(spec: ModelSpec, lengthsBatches: readonly (readonly number[])[], opts: SubBatchOptions): Promise<PlannedBatches> {
+  const vocab = await vocabSize(spec);
+  let useful = 0;
+  let padded = 0;
+  const batches = lengthsBatches.map((lengths, bi) => {
+    const groups = planSubBatches(lengths, opts);
+    const stats = paddingStats(lengths, groups);
+    useful += stats.usefulTokens;
+    padded += stats.paddedTokens;
+    return groups.map((group) => group.map((i) => syntheticIds(lengths[i]!, vocab, bi * 1000 + i)));
+  });
+  return { batches, useful, padded };
+}
+
+function mixedResult(plan: PlannedBatches, passes: number, seconds: number, callsPerPass: number): RawMixedThroughput {
+  return {
+    usefulTokensPerSecond: (plan.useful * passes) / seconds,
+    paddedTokensPerSecond: (plan.padded * passes) / seconds,
+    usefulFraction: plan.padded === 0 ? 1 : plan.useful / plan.padded,
+    callsPerPass,
+    msPerPass: (seconds * 1000) / passes,
+  };
+}
+
 /**
  * Times `session.run()` over ragged batches, each split by {@link planSubBatches} as the serving
  * path splits them, and reports useful (unpadded) tokens per second.
  * @param lengthsBatches token lengths of the sequences of each batch
  */
 export async function measureRawMixed(spec: ModelSpec, lengthsBatches: readonly (readonly number[])[], opts: RawMixedOptions): Promise<RawMixedThroughput> {
-  const vocab = await vocabSize(spec);
-  const feeds: Record<string, ort.Tensor>[] = [];
-  let useful = 0;
-  let padded = 0;
-  for (const [bi, lengths] of lengthsBatches.entries()) {
-    const groups = planSubBatches(lengths, opts);
-    const stats = paddingStats(lengths, groups);
-    useful += stats.usefulTokens;
-    padded += stats.paddedTokens;
-    for (const group of groups) {
-      feeds.push(feedsOf(spec, packGroup(group.map((i) => syntheticIds(lengths[i]!, vocab, bi * 1000 + i)))));
-    }
-  }
+  const plan = await planBatches(spec, lengthsBatches, opts);
+  const feeds = plan.batches.flatMap((calls) => calls.map((seqs) => feedsOf(spec, packGroup(seqs))));
   const { session } = await openSession(spec, { intraOpThreads: opts.intraOpThreads, executionProvider: "cpu", allowSpinning: true }); // ORT's own default: the ceiling
   try {
     const ms = await timedRuns(session, spec, feeds, opts.iterations);
-    const seconds = ms / 1000;
-    return {
-      usefulTokensPerSecond: (useful * opts.iterations) / seconds,
-      paddedTokensPerSecond: (padded * opts.iterations) / seconds,
-      usefulFraction: padded === 0 ? 1 : useful / padded,
-      callsPerPass: feeds.length,
-      msPerPass: ms / opts.iterations,
-    };
+    return mixedResult(plan, opts.iterations, ms / 1000, feeds.length);
   } finally {
     await session.release();
+  }
+}
+
+/** Options of {@link measureRawMixedThreads}. */
+export interface RawMixedThreadsOptions extends RawMixedOptions {
+  /** Inference threads, each with its own session of `intraOpThreads`, all kept busy at once. */
+  readonly threads: number;
+}
+
+/**
+ * {@link measureRawMixed} in a worker's layout: the same planned batches through `threads`
+ * inference threads (the worker's own, {@link createInferenceThreads}), each batch one run on
+ * the next free thread, every thread busy at once. Each thread's feeder counts its own useful
+ * tokens over its own time from the start to its last answer, and the rates add up, so a pass's
+ * last batch running alone does not count against the ceiling. The time is wall time: each run's
+ * hop to its thread and back (≈0.1 ms) is in it, against runs of tens of milliseconds.
+ */
+export async function measureRawMixedThreads(
+  spec: ModelSpec,
+  lengthsBatches: readonly (readonly number[])[],
+  opts: RawMixedThreadsOptions,
+): Promise<RawMixedThroughput> {
+  const plan = await planBatches(spec, lengthsBatches, opts);
+  const runs = plan.batches.map((calls) => calls.map((ids) => ({ ids })));
+  const usefulOf = lengthsBatches.map((lengths) => lengths.reduce((a, b) => a + b, 0));
+  const threads = await createInferenceThreads({ spec, threads: opts.threads, intraOpThreads: opts.intraOpThreads, allowSpinning: true });
+  try {
+    const pass = async (passes: number): Promise<number> => {
+      let next = 0;
+      const t0 = performance.now();
+      const rates = await Promise.all(
+        Array.from({ length: opts.threads }, async () => {
+          let tokens = 0;
+          for (let i = next++; i < runs.length * passes; i = next++) {
+            await threads.run(runs[i % runs.length]!);
+            tokens += usefulOf[i % runs.length]!;
+          }
+          return tokens / ((performance.now() - t0) / 1000);
+        }),
+      );
+      return rates.reduce((a, b) => a + b, 0);
+    };
+    await pass(1); // warm-up: first runs allocate and specialise
+    const usefulPerSecond = await pass(opts.iterations);
+    const seconds = (plan.useful * opts.iterations) / usefulPerSecond;
+    return mixedResult(
+      plan,
+      opts.iterations,
+      seconds,
+      runs.reduce((n, r) => n + r.length, 0),
+    );
+  } finally {
+    await threads.close();
   }
 }
