@@ -239,3 +239,36 @@ test("close() cuts a waiting fetch that carries no acks short; a record that fet
   // session, and gives it back at once (a second delivery), as for a member that died.
   assert.ok(next !== undefined && next.deliveryCount <= 2, "the new record reached the other member");
 });
+
+test("ackLingerMs: accepts wait, then go in one request with the first fetch after the oldest waited; a release does not wait", async () => {
+  const topic = unique("share-linger");
+  const group = unique("g");
+  await createTopic(topic, 1);
+  const a = consumerFor(group, topic, { ackLingerMs: 400 });
+  await assigned(a);
+  const acked = results(a);
+  await produce(topic, 3);
+  const taken: bigint[] = [];
+  for (let i = 0; i < 3; i++) {
+    const [r] = await drain(a, 1, { maxRecords: 1 });
+    taken.push(r!.offset);
+    a.acknowledge(r!, "accept");
+  }
+  assert.deepEqual(await a.fetch({ maxRecords: 1, maxWaitMs: 50 }), []);
+  assert.equal(acked.length, 0, "fetches within the linger carry no acks");
+  await new Promise((r) => setTimeout(r, 400));
+  assert.deepEqual(await a.fetch({ maxRecords: 1, maxWaitMs: 50 }), []);
+  assert.deepEqual(
+    acked.map((r) => r.offsets),
+    [taken],
+    "the first fetch after the linger carried all three, in one request",
+  );
+  assert.equal(acked[0]!.error, undefined);
+
+  await produce(topic, 1);
+  const [fourth] = await drain(a, 1);
+  a.acknowledge(fourth!, "release");
+  const [again] = await drain(a, 1, { timeoutMs: 5_000 });
+  assert.equal(again?.offset, fourth!.offset, "the next fetch carried the release at once, and took the record back");
+  assert.equal(again?.deliveryCount, 2);
+});

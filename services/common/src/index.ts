@@ -104,3 +104,4 @@ export {
   type Router,
   type RoutedJob,
 } from "./dispatch-policies.ts";
+export { stopKafkajsIdleLoop } from "./kafkajs-idle-loop.ts";

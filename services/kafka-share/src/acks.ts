@@ -27,7 +27,7 @@ export function partitionKey(topicId: string, partition: number): string {
 
 /** Acks queued for one broker's share session. */
 export class AckQueue {
-  readonly #byPartition = new Map<string, { ref: PartitionRef; offsets: Map<bigint, number> }>();
+  readonly #byPartition = new Map<string, { ref: PartitionRef; offsets: Map<bigint, number>; since: number; urgent: boolean }>();
 
   get size(): number {
     let n = 0;
@@ -35,20 +35,34 @@ export class AckQueue {
     return n;
   }
 
-  /** Queues (or replaces) the acknowledgement of one offset. */
-  add(ref: PartitionRef, offset: bigint, type: number): void {
+  /** Queues (or replaces) the acknowledgement of one offset, at `now` (ms, any monotonic clock). */
+  add(ref: PartitionRef, offset: bigint, type: number, now = performance.now()): void {
     const key = partitionKey(ref.topicId, ref.partition);
     let entry = this.#byPartition.get(key);
     if (!entry) {
-      entry = { ref, offsets: new Map() };
+      entry = { ref, offsets: new Map(), since: now, urgent: false };
       this.#byPartition.set(key, entry);
     }
     entry.offsets.set(offset, type);
+    // A release hands the record to another member and a reject ends it: neither should wait.
+    if (type === AckType.release || type === AckType.reject) entry.urgent = true;
   }
 
   /** Whether acks are queued for any partition `which` selects. */
   has(which: (ref: PartitionRef) => boolean): boolean {
     for (const { ref, offsets } of this.#byPartition.values()) if (offsets.size > 0 && which(ref)) return true;
+    return false;
+  }
+
+  /**
+   * Whether the acks of the partitions `which` selects should go now: some of them have waited
+   * `lingerMs` since the first was queued, or hold a release or a reject. With lingerMs 0, whenever
+   * any are queued.
+   */
+  due(which: (ref: PartitionRef) => boolean, lingerMs: number, now = performance.now()): boolean {
+    for (const { ref, offsets, since, urgent } of this.#byPartition.values()) {
+      if (offsets.size > 0 && which(ref) && (urgent || now - since >= lingerMs)) return true;
+    }
     return false;
   }
 

@@ -44,6 +44,8 @@ function onlyTopics(byLeader: ReadonlyMap<number, PartitionRef[]>, topics: Reado
  * }
  */
 export function createShareConsumer(options: ShareConsumerOptions): ShareConsumer {
+  const ackLingerMs = options.ackLingerMs ?? 0;
+  if (!Number.isInteger(ackLingerMs) || ackLingerMs < 0) throw new RangeError(`ackLingerMs must be an integer >= 0, got ${ackLingerMs}`);
   const events = new EventEmitter<ShareConsumerEvents>();
   const log = options.logger;
   const cluster = new Cluster({
@@ -98,16 +100,22 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
   let started: Promise<void> | undefined;
   let closed = false;
 
-  const fetcher = new Fetcher(cluster, options.groupId, membership.memberId, {
-    acknowledged: (result: AcknowledgeResult) => {
-      metrics.acksSent += result.offsets.length;
-      if (result.error) metrics.ackErrors += result.offsets.length;
-      events.emit("acknowledged", result);
+  const fetcher = new Fetcher(
+    cluster,
+    options.groupId,
+    membership.memberId,
+    {
+      acknowledged: (result: AcknowledgeResult) => {
+        metrics.acksSent += result.offsets.length;
+        if (result.error) metrics.ackErrors += result.offsets.length;
+        events.emit("acknowledged", result);
+      },
+      acquired: (record, ref, session) => acquired.set(record, { ref, session, generation: session.generation }),
+      metadataStale: () => (metadataStale = true),
+      problem,
     },
-    acquired: (record, ref, session) => acquired.set(record, { ref, session, generation: session.generation }),
-    metadataStale: () => (metadataStale = true),
-    problem,
-  });
+    ackLingerMs,
+  );
 
   const sessionFor = (nodeId: number): ShareSession => {
     let s = sessions.get(nodeId);
@@ -227,18 +235,19 @@ export function createShareConsumer(options: ShareConsumerOptions): ShareConsume
       const chosen = [...leaders.slice(rotate), ...leaders.slice(0, rotate)].slice(0, maxRecords);
       const waitMs = Math.max(0, deadline - Date.now());
       const bytes = Math.max(1, Math.floor((maxBytes ?? options.maxBytes ?? 50 * 1024 * 1024) / (maxBytes === undefined ? 1 : chosen.length)));
-      const idle = [...sessions.values()].filter((s) => !chosen.includes(s.nodeId) && s.acks.size > 0);
+      const idle = [...sessions.values()].filter((s) => !chosen.includes(s.nodeId) && s.acks.due(() => true, ackLingerMs));
       const [batches] = await Promise.all([
         Promise.all(chosen.map((n) => fetcher.fetch(sessionFor(n), byLeader.get(n)!, { maxRecords: share, maxWaitMs: waitMs, maxBytes: bytes }))),
         Promise.all(idle.map((s) => fetcher.acknowledge(s, false))),
       ]);
-      // Acks of partitions this fetch left out of its session stay queued: send them now. Those of
-      // its own partitions queued while it waited ride the next fetch (or flush()).
+      // Acks of partitions this fetch left out of its session stay queued: send them now (once due,
+      // see ackLingerMs). Those of its own partitions queued while it waited ride the next fetch
+      // (or flush()).
       for (const n of chosen) {
         const wanted = new Set(byLeader.get(n)!.map((p) => partitionKey(p.topicId, p.partition)));
         const others = (p: PartitionRef): boolean => !wanted.has(partitionKey(p.topicId, p.partition));
         const s = sessionFor(n);
-        if (s.acks.has(others)) void fetcher.acknowledge(s, false, others);
+        if (s.acks.due(others, ackLingerMs)) void fetcher.acknowledge(s, false, others);
       }
       const records = batches.flat();
       metrics.recordsDelivered += records.length;

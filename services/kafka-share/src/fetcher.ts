@@ -50,6 +50,8 @@ export class Fetcher {
     private readonly groupId: string,
     private readonly memberId: string,
     private readonly hooks: FetcherHooks,
+    /** How long accepted records' acks may wait for a later fetch (ShareConsumerOptions.ackLingerMs). */
+    private readonly ackLingerMs = 0,
   ) {}
 
   /** Negotiates the ShareFetch/ShareAcknowledge version with the session's broker (2 if it can). */
@@ -69,8 +71,10 @@ export class Fetcher {
     return session.exclusive(async () => {
       const version = await this.version(session);
       const wantedKeys = new Set(wanted.map((p) => partitionKey(p.topicId, p.partition)));
-      // Acks can only ride an open session; those of other partitions go by ShareAcknowledge.
-      const acks = session.epoch === INITIAL_EPOCH ? [] : session.acks.take((p) => wantedKeys.has(partitionKey(p.topicId, p.partition)));
+      // Acks can only ride an open session; those of other partitions go by ShareAcknowledge. Once
+      // any of this fetch's partitions has acks due, all of theirs ride along.
+      const mine = (p: PartitionRef): boolean => wantedKeys.has(partitionKey(p.topicId, p.partition));
+      const acks = session.epoch === INITIAL_EPOCH || !session.acks.due(mine, this.ackLingerMs) ? [] : session.acks.take(mine);
       const forgotten = session.forgotten(wantedKeys);
       const topics = new Map<string, ShareFetchRequestFetchTopic>();
       for (const p of wanted) {

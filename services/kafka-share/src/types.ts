@@ -34,6 +34,17 @@ export interface ShareConsumerOptions {
   readonly requestTimeoutMs?: number;
   /** TLS (CA, client certificate) and SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER) on every connection. */
   readonly security?: KafkaSecurityOptions;
+  /**
+   * How long accepted records' acknowledgements may wait in the queue, in ms, so that several
+   * go to the broker together (default 0: every ShareFetch carries all of its partitions' queued
+   * acks). The broker persists share state once per partition per acknowledging request, so at
+   * light load, one record per fetch, each accept costs a state write of its own; with a linger,
+   * a partition's acks ride the first fetch after its oldest has waited this long. Releases and
+   * rejects never wait (they take all of the partition's queued acks with them), and flush() and
+   * close() send everything. Records whose acks are still queued when a member dies are delivered
+   * again after their lock runs out, as any acquired record is.
+   */
+  readonly ackLingerMs?: number;
 }
 
 export interface FetchOptions {

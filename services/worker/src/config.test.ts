@@ -90,6 +90,13 @@ test("routed intake: off by default; on, the worker id must be fit to name a top
   );
 });
 
+test("share acks: held 100 ms by default for one write with others; 0 sends them with the next fetch; a bad value is refused", () => {
+  assert.equal(loadWorkerConfig({ ...base }).shareAckLingerMs, 100);
+  assert.equal(loadWorkerConfig({ ...base, SHOAL_SHARE_ACK_LINGER_MS: "0" }).shareAckLingerMs, 0);
+  assert.throws(() => loadWorkerConfig({ ...base, SHOAL_SHARE_ACK_LINGER_MS: "-5" }), /SHOAL_SHARE_ACK_LINGER_MS/);
+  assert.throws(() => loadWorkerConfig({ ...base, SHOAL_SHARE_ACK_LINGER_MS: "6000" }), /SHOAL_SHARE_ACK_LINGER_MS/);
+});
+
 test("idle take: a batch's worth per thread; four where a call costs more than a full batch (an accelerator); SHOAL_IDLE_TAKE_TOKENS wins", () => {
   const one = { ...base, SHOAL_INFERENCE_THREADS: "1", SHOAL_BATCH_MAX_TOKENS: "2048" };
   assert.equal(loadWorkerConfig(one).idleTakeTokens, 2048);

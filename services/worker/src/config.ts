@@ -138,6 +138,12 @@ export interface WorkerConfig {
    */
   readonly shareHeadsMs: number;
   /**
+   * SHOAL_SHARE_ACK_LINGER_MS: how long a finished job's acknowledgement may wait to go to the
+   * broker with others (0: with the next fetch). The broker writes share state once per
+   * acknowledging request, so at light load each job costs a write of its own without it.
+   */
+  readonly shareAckLingerMs: number;
+  /**
    * SHOAL_SHARE_WAKE: after giving a job back for an idle worker, write a wake-up marker to its
    * partition so a waiting fetch takes it at once (default off: at the default idle wait its effect
    * was within the noise; with a long SHOAL_SHARE_IDLE_WAIT_MS it keeps give-backs fast; see WAKE_HEADER).
@@ -258,6 +264,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     shareIdleWaitMs: r.int("SHOAL_SHARE_IDLE_WAIT_MS", 100, { min: 10, max: 2_000 }),
     shareIdleJitter: r.bool("SHOAL_SHARE_IDLE_JITTER", true),
     shareHeadsMs: r.int("SHOAL_SHARE_HEADS_MS", 0, { min: 0, max: 60_000 }),
+    shareAckLingerMs: r.int("SHOAL_SHARE_ACK_LINGER_MS", DEFAULT_ACK_LINGER_MS, { min: 0, max: 5_000 }),
     shareWake: r.bool("SHOAL_SHARE_WAKE", false),
     shareGiveBackRestMs: r.int("SHOAL_SHARE_GIVE_BACK_REST_MS", 0, { min: 0, max: 10_000 }),
     shareGiveBacks: r.int("SHOAL_SHARE_GIVE_BACKS", 1, { min: 1, max: 8 }),
@@ -344,3 +351,10 @@ function readRuntime(r: EnvReader): RuntimeChoice {
     ...(fetchDelayMs ? { fetchDelayMs } : {}),
   };
 }
+
+/**
+ * How long a finished job's acknowledgement may wait for others (SHOAL_SHARE_ACK_LINGER_MS): the
+ * interactive topic's idle wait, so a lone job's ack still goes within two of the member's fetches.
+ * `npm run bench:ack-linger`: a fifth of the share-state writes at 50 jobs/s, half the broker's CPU.
+ */
+export const DEFAULT_ACK_LINGER_MS = 100;

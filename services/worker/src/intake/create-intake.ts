@@ -97,6 +97,7 @@ function createPoolIntake(deps: IntakeDeps): JobIntake {
     idleWaitMs: config.shareIdleWaitMs,
     idleJitter: config.shareIdleJitter,
     headsMaxAgeMs: config.shareHeadsMs,
+    ackLingerMs: config.shareAckLingerMs,
     giveBackRestMs: config.shareGiveBackRestMs,
     giveBacks: config.shareGiveBacks,
     onGiveBack: (why) => deps.metrics.shareGivenBack.inc({ why }),

@@ -88,6 +88,12 @@ export interface ShareIntakeOptions {
    * than this is kept, whoever holds what.
    */
   readonly giveBacks?: number;
+  /**
+   * How long a finished job's acknowledgement may wait to go to the broker with others (default 0;
+   * ShareConsumerOptions.ackLingerMs): at light load each acknowledging fetch costs the broker a
+   * share-state write, so waiting 100 ms writes a tenth of a second's acks at once.
+   */
+  readonly ackLingerMs?: number;
   readonly logger: Logger;
 }
 
@@ -128,7 +134,8 @@ const LATER_POLL_MS = 500;
 const ACK_WAIT_MS = 100;
 /**
  * A finished job's acknowledgement rides the member's next fetch (no ShareAcknowledge of its own);
- * one still queued this long after the settlement (no fetch came: paused, no room) is sent alone.
+ * one still queued this long (plus ackLingerMs) after the settlement, its member having sent no
+ * fetch since (paused, no room), is sent alone.
  */
 const ACK_FLUSH_MS = 150;
 
@@ -175,6 +182,8 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   const writeWakeMarker = opts.wake;
   const headsMaxAgeMs = opts.headsMaxAgeMs ?? 0;
   const giveBackRestMs = opts.giveBackRestMs ?? 0;
+  const ackLingerMs = opts.ackLingerMs ?? 0;
+  const ackFlushMs = ACK_FLUSH_MS + ackLingerMs;
   const giveBacks = Math.max(1, Math.min(opts.giveBacks ?? 1, opts.deliveryLimit - 3));
   const headReader: LagReader | undefined =
     headsMaxAgeMs > 0
@@ -191,6 +200,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       connectTimeoutMs: 3_000,
       requestTimeoutMs: Math.max(5_000, laterIdleWaitMs + 3_000),
       groupConfig: { autoOffsetReset: "earliest", recordLockDurationMs: opts.lockMs, deliveryCountLimit: opts.deliveryLimit },
+      ackLingerMs,
     });
     member.on("acknowledged", (r) => {
       if (r.error)
@@ -233,6 +243,8 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
   /** Something changed since the loop's round began (a fetch ended, a job settled): go round again. */
   let poked = false;
   let flushTimer: NodeJS.Timeout | undefined;
+  /** A release is waiting for the flush timer: flush every member, not only those that sent no fetch. */
+  let flushAll = false;
   let renewTimer: NodeJS.Timeout | undefined;
 
   /** Wakes the loop, or makes its next sleep return at once. */
@@ -246,13 +258,23 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
    * member's next fetch, which the loop sends as soon as the member's waiting fetch ends (within
    * idleWaitMs on an interactive topic); a release goes at once (another worker should take the job now).
    */
-  function scheduleFlush(delayMs: number): void {
-    if (flushTimer !== undefined && delayMs >= ACK_FLUSH_MS) return;
+  function scheduleFlush(release: boolean): void {
+    flushAll ||= release;
+    if (flushTimer !== undefined && !release) return;
     clearTimeout(flushTimer);
-    flushTimer = setTimeout(() => {
-      flushTimer = undefined;
-      for (const m of members) void m.member.flush().catch((err: unknown) => log.warn({ err }, "acknowledgement flush failed; the next fetch retries"));
-    }, delayMs);
+    flushTimer = setTimeout(
+      () => {
+        flushTimer = undefined;
+        const all = flushAll;
+        flushAll = false;
+        // Members that sent a fetch since (unsent cleared) leave their acks to ride a later one:
+        // with ackLingerMs they may be waiting there on purpose.
+        for (const m of members) {
+          if (all || m.unsent) void m.member.flush().catch((err: unknown) => log.warn({ err }, "acknowledgement flush failed; the next fetch retries"));
+        }
+      },
+      release ? 5 : ackFlushMs,
+    );
   }
 
   function deliver(record: ShareRecord, from: Member): void {
@@ -275,7 +297,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
         from.held--;
         from.unsent = true;
         member.acknowledge(record, ACK[outcome]);
-        scheduleFlush(outcome === "release" ? 5 : ACK_FLUSH_MS);
+        scheduleFlush(outcome === "release");
         poke();
       },
     };
