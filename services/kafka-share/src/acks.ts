@@ -48,12 +48,6 @@ export class AckQueue {
     if (type === AckType.release || type === AckType.reject) entry.urgent = true;
   }
 
-  /** Whether acks are queued for any partition `which` selects. */
-  has(which: (ref: PartitionRef) => boolean): boolean {
-    for (const { ref, offsets } of this.#byPartition.values()) if (offsets.size > 0 && which(ref)) return true;
-    return false;
-  }
-
   /**
    * Whether the acks of the partitions `which` selects should go now: some of them have waited
    * `lingerMs` since the first was queued, or hold a release or a reject. With lingerMs 0, whenever

@@ -132,6 +132,8 @@ type PlannedCall = number[][];
 /** Ragged batches planned as the serving path plans them: per batch, its calls. */
 interface PlannedBatches {
   readonly batches: readonly (readonly PlannedCall[])[];
+  /** Useful (unpadded) tokens of each batch, and of all. */
+  readonly usefulPerBatch: readonly number[];
   readonly useful: number;
   readonly padded: number;
 }
@@ -140,14 +142,16 @@ async function planBatches(spec: ModelSpec, lengthsBatches: readonly (readonly n
   const vocab = await vocabSize(spec);
   let useful = 0;
   let padded = 0;
+  const usefulPerBatch: number[] = [];
   const batches = lengthsBatches.map((lengths, bi) => {
     const groups = planSubBatches(lengths, opts);
     const stats = paddingStats(lengths, groups);
+    usefulPerBatch.push(stats.usefulTokens);
     useful += stats.usefulTokens;
     padded += stats.paddedTokens;
     return groups.map((group) => group.map((i) => syntheticIds(lengths[i]!, vocab, bi * 1000 + i)));
   });
-  return { batches, useful, padded };
+  return { batches, usefulPerBatch, useful, padded };
 }
 
 function mixedResult(plan: PlannedBatches, passes: number, seconds: number, callsPerPass: number): RawMixedThroughput {
@@ -198,7 +202,6 @@ export async function measureRawMixedThreads(
 ): Promise<RawMixedThroughput> {
   const plan = await planBatches(spec, lengthsBatches, opts);
   const runs = plan.batches.map((calls) => calls.map((ids) => ({ ids })));
-  const usefulOf = lengthsBatches.map((lengths) => lengths.reduce((a, b) => a + b, 0));
   const threads = await createInferenceThreads({ spec, threads: opts.threads, intraOpThreads: opts.intraOpThreads, allowSpinning: true });
   try {
     const pass = async (passes: number): Promise<number> => {
@@ -209,7 +212,7 @@ export async function measureRawMixedThreads(
           let tokens = 0;
           for (let i = next++; i < runs.length * passes; i = next++) {
             await threads.run(runs[i % runs.length]!);
-            tokens += usefulOf[i % runs.length]!;
+            tokens += plan.usefulPerBatch[i % runs.length]!;
           }
           return tokens / ((performance.now() - t0) / 1000);
         }),
