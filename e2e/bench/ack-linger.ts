@@ -21,6 +21,7 @@ import { createShareConsumer, type ShareConsumer } from "@shoal/kafka-share";
 import { Kafka, logLevel } from "kafkajs";
 import { startScratchBroker } from "../../infra/dev/broker.ts";
 import { pidListeningOn, processCpuMs } from "./cpu-counters.ts";
+import { consumeLikeIntake } from "./intake-pattern.ts";
 
 const LINGER_MS = Number(process.env["BENCH_LINGER_MS"] ?? 100);
 const RATES = (process.env["BENCH_RATES"] ?? "50,200").split(",").map(Number);
@@ -36,17 +37,6 @@ interface Arm {
   readonly consumer: ShareConsumer;
   received: number;
   ackRequests: number;
-}
-
-/** The intake's pattern: a waiting fetch, each record accepted 3 ms after it came. */
-async function consume(arm: Arm, running: () => boolean): Promise<void> {
-  while (running()) {
-    const records = await arm.consumer.fetch({ maxRecords: 8, maxWaitMs: 100 });
-    for (const r of records) {
-      arm.received++;
-      setTimeout(() => arm.consumer.acknowledge(r, "accept"), 3);
-    }
-  }
 }
 
 // As every Shoal process does (createKafka): no 1 ms timer loop per idle kafkajs connection.
@@ -84,7 +74,7 @@ try {
       arm.consumer.subscribe([arm.topic]);
     });
   }
-  const loops = arms.map((arm) => consume(arm, () => running));
+  const loops = arms.map((arm) => consumeLikeIntake(arm, () => running));
 
   /** One phase: `rate` records/s to `arm`'s topic for `seconds`; CPU ms per record. */
   const phase = async (arm: Arm, rate: number, seconds: number): Promise<{ broker: number; client: number; requests: number }> => {

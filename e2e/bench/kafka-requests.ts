@@ -5,8 +5,11 @@
  * client is counted the same way: kafkajs (gateway, worker producers and consumers) and
  * @shoal/kafka-share (the share-group intake, the gateway's lag reads).
  *
- * Env: BENCH_SECONDS (5 per phase), BENCH_LOADS (requests/s, default "50"). Starts its own broker
- * (the request log needs the broker's JVM flags); prints one table per phase.
+ * Env: BENCH_SECONDS (5 per phase), BENCH_LOADS (default "50": requests/s offered, or `cN` for N
+ * callers each sending its next request when the last is answered, the overhead bench's closed
+ * loop), BENCH_TEXTS (texts per request, default 1; 8 is the overhead bench's bulk request),
+ * BENCH_WORKER_THREADS (inference threads, default 1). Starts its own broker (the request log
+ * needs the broker's JVM flags); prints one table per phase.
  */
 import { VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { startCluster } from "../harness/cluster.ts";
@@ -14,7 +17,9 @@ import { clientsFor } from "../harness/clients.ts";
 import { ratesBetween, startRequestLoggedBroker } from "./request-log.ts";
 
 const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 5);
-const LOADS = (process.env["BENCH_LOADS"] ?? "50").split(",").map(Number);
+const LOADS = (process.env["BENCH_LOADS"] ?? "50").split(",");
+const TEXTS_PER_CALL = Number(process.env["BENCH_TEXTS"] ?? 1);
+const THREADS = process.env["BENCH_WORKER_THREADS"] ?? "1";
 const TEXTS = ["a short query", "where is the reef", "kafka share groups", "small models, many of them", "hello there"];
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
 
@@ -24,12 +29,15 @@ process.env["KAFKA_BROKERS"] = broker.brokers;
 /** A phase: its window, and the requests answered in it (undefined: idle). */
 const phases: { name: string; fromMs: number; toMs: number; answered?: number }[] = [];
 try {
-  const cluster = await startCluster({ presets: ["mini"], workerEnv: { SHOAL_INFERENCE_THREADS: "1", SHOAL_INTRA_OP_THREADS: "1" } });
+  const cluster = await startCluster({ presets: ["mini"], workerEnv: { SHOAL_INFERENCE_THREADS: THREADS, SHOAL_INTRA_OP_THREADS: "1" } });
   try {
     const model = cluster.modelIds[0]!;
     const { inference } = clientsFor(cluster.urls[0]!, "connect");
     const embed = (i: number) =>
-      inference.embed({ model, inputs: [TEXTS[i % TEXTS.length]!], options: { encoding: VectorEncoding.FLOAT32_LE } }, { timeoutMs: 30_000 });
+      inference.embed(
+        { model, inputs: Array.from({ length: TEXTS_PER_CALL }, (_, k) => TEXTS[(i + k) % TEXTS.length]!), options: { encoding: VectorEncoding.FLOAT32_LE } },
+        { timeoutMs: 30_000 },
+      );
     log("==> warm-up: 200 requests");
     await Promise.all(
       Array.from({ length: 8 }, async (_, c) => {
@@ -41,8 +49,29 @@ try {
     let t = Date.now();
     await new Promise((r) => setTimeout(r, SECONDS * 1000));
     phases.push({ name: "idle", fromMs: t, toMs: Date.now() });
-    for (const rate of LOADS) {
-      log(`==> ${rate} one-text requests/s for ${SECONDS} s`);
+    for (const load of LOADS) {
+      if (load.startsWith("c")) {
+        const callers = Number(load.slice(1));
+        log(`==> ${callers} callers of ${TEXTS_PER_CALL}-text requests, closed loop, for ${SECONDS} s`);
+        t = Date.now();
+        let answered = 0;
+        let failed = 0;
+        await Promise.all(
+          Array.from({ length: callers }, async (_, c) => {
+            for (let i = c; Date.now() - t < SECONDS * 1000; i += callers)
+              await embed(i).then(
+                () => answered++,
+                () => failed++,
+              );
+          }),
+        );
+        const toMs = Date.now();
+        phases.push({ name: `${callers} callers (${((answered * 1000) / (toMs - t)).toFixed(0)} req/s)`, fromMs: t, toMs, answered });
+        if (failed > 0) log(`   ${failed} calls failed`);
+        continue;
+      }
+      const rate = Number(load);
+      log(`==> ${rate} ${TEXTS_PER_CALL}-text requests/s for ${SECONDS} s`);
       t = Date.now();
       const t0 = performance.now();
       const calls: Promise<unknown>[] = [];
