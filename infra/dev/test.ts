@@ -67,15 +67,15 @@ const nodeTest = (concurrency: number, list: readonly string[], testEnv: NodeJS.
     env: testEnv,
   });
 
-// Unit files need no broker and few of them wait on wall-clock time: two at a time (the two cores)
-// takes the unit phase from about 140 s to 86. The e2e files go one at a time, as their clusters,
-// timeouts and load assume the machine to themselves.
-const UNIT_CONCURRENCY = 2;
+// The unit files first, without a broker, then the e2e files on their scratch broker; both one file
+// at a time. Two unit files at a time took that phase from 140 s to 86 on two cores, but one CI run
+// in three failed a timing assertion under it, and a flaky CI lands nothing.
+const UNIT_CONCURRENCY = 1;
 const unitPart = files.filter((f) => !f.startsWith("e2e"));
 const e2ePart = files.filter((f) => f.startsWith("e2e"));
 let code = 0;
 if (unitPart.length > 0) {
-  step(`running ${unitPart.length} unit test files, ${UNIT_CONCURRENCY} at a time`);
+  step(`running ${unitPart.length} unit test files`);
   code = await nodeTest(UNIT_CONCURRENCY, unitPart, env);
 }
 if (needsBroker) {

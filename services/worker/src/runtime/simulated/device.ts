@@ -95,7 +95,10 @@ export function createSimulatedDevice(opts: SimulatedDeviceOptions): SimulatedDe
     const started = performance.now();
     return new Promise((resolve) => {
       setTimeout(() => {
-        const took = performance.now() - started;
+        // libuv starts a timer from its loop clock, cached at the top of the loop turn, so on a
+        // busy machine one can fire before performance.now() says `ms` have passed. The device
+        // was busy `ms` at least: an early timer is the clock, not a faster device.
+        const took = Math.max(performance.now() - started, ms);
         const lag = Math.max(0, took - ms);
         samples += 1;
         lagSum += lag;
