@@ -355,8 +355,13 @@ describe("console against a gateway that requires API keys (real Chromium, real 
     const status = page.locator("#api-key-status");
     await status.filter({ hasText: "required" }).waitFor({ timeout: 15_000 });
     assert.equal(await status.getAttribute("data-tone"), "bad");
-    assert.equal(await page.locator("#status-text").textContent(), "API key required");
-    assert.match((await page.locator('[data-field="gateway"] .hint').textContent()) ?? "", /requires an API key/);
+    // The key field updates as ListModels fails; the status line and the glance only once the
+    // refresh's other call (GetCluster) is back too, so wait for them rather than read at once.
+    const statusText = page.locator("#status-text");
+    await statusText.filter({ hasText: "API key required" }).waitFor({ timeout: 15_000 });
+    assert.equal(await statusText.textContent(), "API key required");
+    const gatewayHint = page.locator('[data-field="gateway"] .hint');
+    await gatewayHint.filter({ hasText: /requires an API key/ }).waitFor({ timeout: 15_000 });
     assert.equal(await page.locator("#models-table tbody tr").count(), 0);
 
     const input = page.locator("#api-key-input");
@@ -365,14 +370,17 @@ describe("console against a gateway that requires API keys (real Chromium, real 
     await input.fill("sk-console-not-the-key-0000");
     await input.press("Enter");
     await status.filter({ hasText: "rejected" }).waitFor({ timeout: 15_000 });
-    assert.match((await page.locator('[data-field="gateway"] .hint').textContent()) ?? "", /did not accept this API key \(API key not recognised\)/);
+    await gatewayHint.filter({ hasText: /did not accept this API key \(API key not recognised\)/ }).waitFor({ timeout: 15_000 });
 
     // The key: the models list appears, the field says so.
     await input.fill(KEY);
     await input.press("Enter");
     await page.locator(`#models-table tbody tr[data-model="${model}"]`).waitFor({ timeout: 15_000 });
     await status.filter({ hasText: "accepted" }).waitFor({ timeout: 15_000 });
-    assert.equal(await page.locator('[data-field="gateway"] .value').textContent(), "reachable");
+    await page
+      .locator('[data-field="gateway"] .value')
+      .filter({ hasText: /^reachable$/ })
+      .waitFor({ timeout: 15_000 });
     await page.locator("#api-key-toggle").click();
     assert.equal(await input.getAttribute("type"), "text");
     assert.equal(await page.locator("#api-key-toggle").textContent(), "hide");
