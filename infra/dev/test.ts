@@ -62,27 +62,24 @@ const reporters = [
   `--test-reporter=${join(REPO_ROOT, "infra/dev/file-times-reporter.ts")}`,
   "--test-reporter-destination=stdout",
 ];
-const nodeTest = (concurrency: number, list: readonly string[], testEnv: NodeJS.ProcessEnv): Promise<number> =>
-  run(process.execPath, ["--import", "tsx", "--test", `--test-concurrency=${concurrency}`, "--test-timeout=600000", ...reporters, ...list], {
-    env: testEnv,
-  });
+const nodeTest = (list: readonly string[], testEnv: NodeJS.ProcessEnv): Promise<number> =>
+  run(process.execPath, ["--import", "tsx", "--test", "--test-concurrency=1", "--test-timeout=600000", ...reporters, ...list], { env: testEnv });
 
 // The unit files first, without a broker, then the e2e files on their scratch broker; both one file
 // at a time. Two unit files at a time took that phase from 140 s to 86 on two cores, but one CI run
 // in three failed a timing assertion under it, and a flaky CI lands nothing.
-const UNIT_CONCURRENCY = 1;
 const unitPart = files.filter((f) => !f.startsWith("e2e"));
 const e2ePart = files.filter((f) => f.startsWith("e2e"));
 let code = 0;
 if (unitPart.length > 0) {
   step(`running ${unitPart.length} unit test files`);
-  code = await nodeTest(UNIT_CONCURRENCY, unitPart, env);
+  code = await nodeTest(unitPart, env);
 }
 if (needsBroker) {
   const broker: ScratchBroker = await startScratchBroker(process.env["SHOAL_TEST_KAFKA_PORT"]);
   try {
-    step(`running ${e2ePart.length} e2e test files, one at a time`);
-    const e2eCode = await nodeTest(1, e2ePart, { ...env, KAFKA_BROKERS: broker.brokers });
+    step(`running ${e2ePart.length} e2e test files`);
+    const e2eCode = await nodeTest(e2ePart, { ...env, KAFKA_BROKERS: broker.brokers });
     code ||= e2eCode;
   } finally {
     await broker.stop();
