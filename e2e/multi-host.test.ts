@@ -302,6 +302,22 @@ describe("multi-host: Kafka, gateways and workers on separate network-namespace 
       `multi-host reply topics: ${onTopic.map((t, gi) => `${gatewayHosts[gi]!.label}: ${t.results} results (${t.direct} handed directly; on the topic ${t.results - t.direct} for ${t.jobs} jobs, ${t.computedTwice} computed twice), ${t.dropped} dropped, ${t.unaccounted} delivered twice`).join("; ")}; distinct vectors ${distinct}/${answered.length}`,
     );
 
+    // A lost call is followed up here, in the test's own output (a CI run keeps only that): when
+    // it was sent against the events, what it got, and each service's last warnings.
+    if (failed.length > 0 || !drained) {
+      const at = (t: number): string => {
+        const e = events.find((ev) => t >= ev.start && t <= ev.settled);
+        return e === undefined ? `load +${((t - loadStart) / 1000).toFixed(1)} s` : `${e.name} +${((t - e.start) / 1000).toFixed(1)} s`;
+      };
+      const lines = failed
+        .slice(0, 30)
+        .map(
+          (o) =>
+            `  #${o.index} via ${gatewayHosts[o.index % gateways.length]!.label}, sent ${at(o.sentAt)}, ${Math.round(o.doneAt - o.sentAt)} ms: ${o.error ?? "no answer"}`,
+        );
+      process.stderr.write(`multi-host: ${failed.length} calls lost, the first ${lines.length}:\n${lines.join("\n")}\n`);
+      for (const s of services) process.stderr.write(`${s.proc.warnings(25)}\n`);
+    }
     assert.ok(drained, "every call settled within its budget");
     assert.equal(failed.length, 0, `every request answered (failed: ${JSON.stringify(failed.slice(0, 5).map((o) => o.error))})`);
     assert.equal(wrong.length, 0, "every answer is its own text's vector, given once");
