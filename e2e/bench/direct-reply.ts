@@ -1,15 +1,19 @@
 /**
- * `npm run bench:direct-reply` — direct replies against the reply topic, interleaved in one run
- * (issue #17). One broker, one worker, two gateways: `direct` takes results straight from the
- * worker (the default), `topic` has its listener off (SHOAL_DIRECT_REPLY=0 on that gateway only),
- * so the same worker sends its results through that gateway's reply topic. Everything else is
- * shared, and the two arms alternate, so the host's noise falls on both alike:
+ * `npm run bench:direct-reply` — two ways a result reaches its gateway, interleaved in one run
+ * (issue #17). One broker, one worker, two gateways, one per arm (BENCH_ARMS, two of):
+ *  - `direct`: the default, results as frames of the worker's result stream to the gateway;
+ *  - `post`: one POST per result (SHOAL_DIRECT_REPLY_STREAMS=0 on that gateway: it answers the
+ *    stream 404, as a gateway before result streams does, and the worker POSTs to it);
+ *  - `topic`: through the gateway's reply topic (SHOAL_DIRECT_REPLY=0 on that gateway).
+ * The same worker serves both gateways; everything else is shared, and the two arms alternate, so
+ * the host's noise falls on both alike:
  *  1. latency at light load: one call at a time, alternating gateways call by call (Connect binary);
  *  2. CPU ms per request at fixed offered loads: phases of `BENCH_SECONDS` alternating A B A B,
  *     from /proc counters of both gateways, the worker's main thread and the broker.
  * Prints figures and direct ÷ topic ratios; asserts nothing (a benchmark, not a test).
  *
- * Env: KAFKA_BROKERS (default: a scratch broker), BENCH_SECONDS (10 per phase), BENCH_LOADS
+ * Env: BENCH_ARMS (default "direct,topic"; "direct,post": stream against POST), KAFKA_BROKERS
+ * (default: a scratch broker), BENCH_SECONDS (10 per phase), BENCH_LOADS
  * (requests/s, default "50,200"), BENCH_CALLS (600 light-load calls per arm), BENCH_WARMUP_SECONDS
  * (120: one call at a time, alternating, after 10 s saturated; warms the broker's JIT, see bench:cost).
  */
@@ -25,8 +29,15 @@ const LOADS = (process.env["BENCH_LOADS"] ?? "50,200").split(",").map(Number);
 const CALLS = Number(process.env["BENCH_CALLS"] ?? 600);
 const WARMUP_SECONDS = Number(process.env["BENCH_WARMUP_SECONDS"] ?? 120);
 const TEXTS = ["a short query", "where is the reef", "kafka share groups", "small models, many of them", "hello there"];
-const ARMS = ["direct", "topic"] as const;
-type Arm = (typeof ARMS)[number];
+/** Each arm's gateway settings. */
+const ARM_ENV = { direct: {}, post: { SHOAL_DIRECT_REPLY_STREAMS: "0" }, topic: { SHOAL_DIRECT_REPLY: "0" } } as const;
+type Arm = keyof typeof ARM_ENV;
+const ARM_NAMES: Record<Arm, string> = { direct: "direct (stream)", post: "direct (POST each)", topic: "reply topic" };
+const ARMS = (process.env["BENCH_ARMS"] ?? "direct,topic").split(",") as Arm[];
+if (ARMS.length !== 2 || ARMS[0] === ARMS[1] || !ARMS.every((a) => a in ARM_ENV)) {
+  throw new Error(`BENCH_ARMS must name two of ${Object.keys(ARM_ENV).join(", ")}, got ${JSON.stringify(process.env["BENCH_ARMS"])}`);
+}
+const [A, B] = ARMS as [Arm, Arm];
 
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
 const fmt = (n: number, d = 2): string => n.toFixed(d);
@@ -36,17 +47,20 @@ const broker = await benchBroker(log, () => current);
 const brokerPort = Number(process.env["KAFKA_BROKERS"]!.split(",")[0]!.split(":")[1]);
 
 try {
-  log("==> one worker (1 inference thread x 1 intra-op), gateway 0 direct, gateway 1 reply topic only");
+  log(`==> one worker (1 inference thread x 1 intra-op), gateway 0: ${ARM_NAMES[A]}, gateway 1: ${ARM_NAMES[B]}`);
   const cluster = await startCluster({
     presets: ["mini"],
     gateways: 2,
     workerEnv: { SHOAL_INFERENCE_THREADS: "1", SHOAL_INTRA_OP_THREADS: "1" },
-    gatewayEnvAt: (i): Record<string, string> => (i === 1 ? { SHOAL_DIRECT_REPLY: "0" } : {}),
+    gatewayEnvAt: (i): Record<string, string> => ({ ...ARM_ENV[ARMS[i]!] }),
   });
   current = cluster;
   try {
     const model = cluster.modelIds[0]!;
-    const clients = { direct: clientsFor(cluster.urls[0]!, "connect").inference, topic: clientsFor(cluster.urls[1]!, "connect").inference };
+    const clients = { [A]: clientsFor(cluster.urls[0]!, "connect").inference, [B]: clientsFor(cluster.urls[1]!, "connect").inference } as Record<
+      Arm,
+      ReturnType<typeof clientsFor>["inference"]
+    >;
     const embed = (arm: Arm, i: number) =>
       clients[arm].embed({ model, inputs: [TEXTS[i % TEXTS.length]!], options: { encoding: VectorEncoding.FLOAT32_LE } }, { timeoutMs: 30_000 });
     const pids = { gateways: cluster.gateways.map((g) => g.pid), worker: cluster.workers[0]!.pid, broker: await pidListeningOn(brokerPort) };
@@ -75,7 +89,7 @@ try {
     log(`   worker: ${await directWorkerSent()}`);
 
     log(`==> 1/2 light load: ${CALLS} calls per arm, one at a time, alternating`);
-    const latency: Record<Arm, number[]> = { direct: [], topic: [] };
+    const latency = { [A]: [], [B]: [] } as unknown as Record<Arm, number[]>;
     for (let i = 0; i < 2 * CALLS; i++) {
       const arm = ARMS[i % 2]!;
       const t = performance.now();
@@ -91,7 +105,7 @@ try {
     type Cost = { gateways: number; workerMain: number; broker: number; answered: number };
     const costs = new Map<string, Cost>();
     for (const rate of LOADS) {
-      for (const [phase, arm] of (["direct", "topic", "direct", "topic"] as const).entries()) {
+      for (const [phase, arm] of [A, B, A, B].entries()) {
         log(`==> 2/2 ${rate} req/s, phase ${phase + 1}/4 (${arm}), ${SECONDS} s open loop`);
         const before = await cpu();
         const t0 = performance.now();
@@ -117,18 +131,19 @@ try {
     log(`   worker: ${await directWorkerSent()}`);
 
     const out: string[] = [];
-    out.push("", `Direct replies against the reply topic, interleaved — 1 worker, 2 gateways (one per arm), 1 broker, one machine`);
-    out.push("", "| light load, Connect binary, one call at a time | direct | reply topic | direct ÷ topic |", "| --- | --- | --- | --- |");
+    out.push("", `${ARM_NAMES[A]} against ${ARM_NAMES[B]}, interleaved — 1 worker, 2 gateways (one per arm), 1 broker, one machine`);
+    const head = `| ${ARM_NAMES[A]} | ${ARM_NAMES[B]} | ${A} ÷ ${B} |`;
+    out.push("", `| light load, Connect binary, one call at a time ${head}`, "| --- | --- | --- | --- |");
     for (const p of [50, 90, 99]) {
-      const d = percentile(latency.direct, p);
-      const t = percentile(latency.topic, p);
+      const d = percentile(latency[A], p);
+      const t = percentile(latency[B], p);
       out.push(`| latency p${p} (ms) | ${fmt(d)} | ${fmt(t)} | ${fmt(d / t)} |`);
     }
-    out.push(`| p50 saved (ms) | ${fmt(percentile(latency.topic, 50) - percentile(latency.direct, 50))} | | |`);
-    out.push("", "| CPU ms per request (two phases each, A B A B) | direct | reply topic | direct ÷ topic |", "| --- | --- | --- | --- |");
+    out.push(`| p50 saved (ms) | ${fmt(percentile(latency[B], 50) - percentile(latency[A], 50))} | | |`);
+    out.push("", `| CPU ms per request (two phases each, A B A B) ${head}`, "| --- | --- | --- | --- |");
     for (const rate of LOADS) {
-      const d = costs.get(`${rate}/direct`)!;
-      const t = costs.get(`${rate}/topic`)!;
+      const d = costs.get(`${rate}/${A}`)!;
+      const t = costs.get(`${rate}/${B}`)!;
       const row = (name: string, f: (c: Cost) => number): string => {
         const dv = f(d) / d.answered;
         const tv = f(t) / t.answered;

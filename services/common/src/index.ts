@@ -21,7 +21,14 @@ export {
   MAX_RECORD_BYTES,
   type TopicSpec,
 } from "./topics.ts";
-export { DIRECT_REPLY_PATH, DIRECT_REPLY_GATEWAY_HEADER, DIRECT_REPLY_OUTCOME_HEADER } from "./direct-reply.ts";
+export {
+  DIRECT_REPLY_PATH,
+  DIRECT_REPLY_STREAM_PATH,
+  DIRECT_REPLY_GATEWAY_HEADER,
+  DIRECT_REPLY_OUTCOME_HEADER,
+  delimitedReader,
+  DelimitedTooLargeError,
+} from "./direct-reply.ts";
 export {
   isLaneName,
   jobsTopic,

@@ -82,13 +82,14 @@ describe("gateway configuration: API keys and TLS", () => {
 });
 
 describe("direct replies (SHOAL_DIRECT_REPLY*)", () => {
-  test("on by default, on loopback and any free port; off with SHOAL_DIRECT_REPLY=0; the advertised address must be host:port", () => {
-    assert.deepEqual(loadGatewayConfig(BASE).directReply, { host: "127.0.0.1", port: 0, advertise: undefined });
+  test("on by default, on loopback and any free port, result streams taken; off with SHOAL_DIRECT_REPLY=0; the advertised address must be host:port", () => {
+    assert.deepEqual(loadGatewayConfig(BASE).directReply, { host: "127.0.0.1", port: 0, advertise: undefined, streams: true });
+    assert.equal(loadGatewayConfig({ ...BASE, SHOAL_DIRECT_REPLY_STREAMS: "0" }).directReply?.streams, false);
     assert.equal(loadGatewayConfig({ ...BASE, SHOAL_DIRECT_REPLY: "0" }).directReply, undefined);
     assert.deepEqual(
       loadGatewayConfig({ ...BASE, SHOAL_DIRECT_REPLY_HOST: "10.0.0.5", SHOAL_DIRECT_REPLY_PORT: "7070", SHOAL_DIRECT_REPLY_ADVERTISE: "gw-0.shoal:7070" })
         .directReply,
-      { host: "10.0.0.5", port: 7070, advertise: "gw-0.shoal:7070" },
+      { host: "10.0.0.5", port: 7070, advertise: "gw-0.shoal:7070", streams: true },
     );
     assert.match(problems({ SHOAL_DIRECT_REPLY_ADVERTISE: "http://gw-0/x" }), /SHOAL_DIRECT_REPLY_ADVERTISE must be host:port/);
     assert.match(problems({ SHOAL_DIRECT_REPLY_PORT: "70000" }), /SHOAL_DIRECT_REPLY_PORT=70000/);

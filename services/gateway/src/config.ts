@@ -21,10 +21,11 @@ export interface GatewayConfig {
   readonly registrationIntervalMs: number;
   /**
    * SHOAL_DIRECT_REPLY (default on), _HOST (127.0.0.1), _PORT (0: any free port), _ADVERTISE
-   * (host:port workers are told): the listener that takes results straight from workers
+   * (host:port workers are told), _STREAMS (default on; 0: one POST per result only, as gateways
+   * before result streams): the listener that takes results straight from workers
    * (direct-replies.ts); undefined: off, results come through the reply topic only.
    */
-  readonly directReply: { readonly host: string; readonly port: number; readonly advertise: string | undefined } | undefined;
+  readonly directReply: { readonly host: string; readonly port: number; readonly advertise: string | undefined; readonly streams: boolean } | undefined;
   readonly kafka: KafkaSettings;
   /** Deadline given to calls that carry none. */
   readonly defaultTimeoutMs: number;
@@ -150,7 +151,8 @@ function readDirectReply(r: EnvReader): GatewayConfig["directReply"] {
   if (advertise !== undefined && !/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(advertise)) {
     r.problem(`SHOAL_DIRECT_REPLY_ADVERTISE must be host:port, got ${JSON.stringify(advertise)}`);
   }
-  return on ? { host, port, advertise } : undefined;
+  const streams = r.bool("SHOAL_DIRECT_REPLY_STREAMS", true);
+  return on ? { host, port, advertise, streams } : undefined;
 }
 
 function readFile(r: EnvReader, name: string, path: string): Buffer | undefined {

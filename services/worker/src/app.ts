@@ -69,7 +69,9 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     ...(registry ? { registry } : {}),
     onDropped: (reason) => metrics.resultsDropped.inc({ reason }),
     // Straight to the gateway holding the call (the address its signed registration gives).
-    ...(registry && config.directReply ? { direct: createDirectReplies(logger, { signer, onFallback: (why) => metrics.directFallbacks.inc({ why }) }) } : {}),
+    ...(registry && config.directReply
+      ? { direct: createDirectReplies(logger, { signer, stream: config.directReplyStream, onFallback: (why) => metrics.directFallbacks.inc({ why }) }) }
+      : {}),
     onSent: (via) => metrics.resultsSent.inc({ via }),
   });
   const router = createRetryRouter(kafka, logger, { pool: config.pool, workerId: config.workerId, maxAttempts: config.maxAttempts, signer });

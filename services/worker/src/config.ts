@@ -62,6 +62,11 @@ export interface WorkerConfig {
    * holding the call when its registration gives an address, the reply topic as the fallback.
    */
   readonly directReply: boolean;
+  /**
+   * SHOAL_DIRECT_REPLY_STREAM (default on): direct results as frames of one long-lived stream per
+   * gateway, each acknowledged; 0: one POST per result (what gateways without streams get anyway).
+   */
+  readonly directReplyStream: boolean;
   /** SHOAL_MAX_GATEWAYS: most gateway registrations kept. */
   readonly maxGateways: number;
   readonly kafka: KafkaSettings;
@@ -225,6 +230,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     statusIntervalMs: r.int("SHOAL_STATUS_INTERVAL_MS", 2_000, { min: 20, max: 60_000 }),
     replyRegistry: r.bool("SHOAL_REPLY_REGISTRY", true),
     directReply: r.bool("SHOAL_DIRECT_REPLY", true),
+    directReplyStream: r.bool("SHOAL_DIRECT_REPLY_STREAM", true),
     maxGateways: r.int("SHOAL_MAX_GATEWAYS", 256, { min: 1 }),
     maxAttempts: r.int("SHOAL_MAX_ATTEMPTS", 3, { min: 1, max: 20 }),
     clusterKeys: readClusterKeys(r),

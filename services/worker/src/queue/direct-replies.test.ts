@@ -56,7 +56,7 @@ async function closedPort(): Promise<string> {
   return g.address;
 }
 
-describe("direct replies (worker → the gateway holding the call)", () => {
+describe("direct replies as one POST each (SHOAL_DIRECT_REPLY_STREAM=0, and gateways without result streams)", () => {
   const closers: Array<() => Promise<void> | void> = [];
   after(async () => {
     for (const c of closers) await c();
@@ -66,7 +66,7 @@ describe("direct replies (worker → the gateway holding the call)", () => {
     const g = await gateway(200);
     closers.push(g.close);
     const signer = createRecordSigner([Buffer.alloc(32, 3)]);
-    const direct = createDirectReplies(log, { signer });
+    const direct = createDirectReplies(log, { stream: false, signer });
     closers.push(() => direct.close());
     const body = Buffer.from("result bytes");
     const trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
@@ -83,7 +83,7 @@ describe("direct replies (worker → the gateway holding the call)", () => {
 
   test("nobody listening: false at once, and the address is skipped (paused) for a while", async () => {
     const falls: DirectFallback[] = [];
-    const direct = createDirectReplies(log, { pauseMs: 60_000, onFallback: (w) => falls.push(w) });
+    const direct = createDirectReplies(log, { stream: false, pauseMs: 60_000, onFallback: (w) => falls.push(w) });
     closers.push(() => direct.close());
     const target = { address: await closedPort(), instanceId: "g2" };
     assert.equal(await direct.send(target, Buffer.from("x"), undefined), false);
@@ -96,7 +96,7 @@ describe("direct replies (worker → the gateway holding the call)", () => {
     const refusing = await gateway(403);
     closers.push(misdirected.close, refusing.close);
     const falls: DirectFallback[] = [];
-    const direct = createDirectReplies(log, { pauseMs: 60_000, onFallback: (w) => falls.push(w) });
+    const direct = createDirectReplies(log, { stream: false, pauseMs: 60_000, onFallback: (w) => falls.push(w) });
     closers.push(() => direct.close());
     assert.equal(await direct.send({ address: misdirected.address, instanceId: "g3" }, Buffer.from("a"), undefined), false);
     assert.equal(await direct.send({ address: misdirected.address, instanceId: "g3" }, Buffer.from("b"), undefined), false);
@@ -111,7 +111,7 @@ describe("direct replies (worker → the gateway holding the call)", () => {
     const silent = await gateway(0);
     closers.push(silent.close);
     const falls: DirectFallback[] = [];
-    const direct = createDirectReplies(log, { timeoutMs: 200, pauseMs: 60_000, onFallback: (w) => falls.push(w) });
+    const direct = createDirectReplies(log, { stream: false, timeoutMs: 200, pauseMs: 60_000, onFallback: (w) => falls.push(w) });
     closers.push(() => direct.close());
     const t0 = performance.now();
     assert.equal(await direct.send({ address: silent.address, instanceId: "g5" }, Buffer.from("z"), undefined), false);
@@ -124,7 +124,7 @@ describe("direct replies (worker → the gateway holding the call)", () => {
   test("a paused address is tried again once the pause is over", async () => {
     const target = { address: await closedPort(), instanceId: "g6" };
     const falls: DirectFallback[] = [];
-    const direct = createDirectReplies(log, { pauseMs: 300, onFallback: (w) => falls.push(w) });
+    const direct = createDirectReplies(log, { stream: false, pauseMs: 300, onFallback: (w) => falls.push(w) });
     closers.push(() => direct.close());
     assert.equal(await direct.send(target, Buffer.from("a"), undefined), false);
     // The gateway (re)starts on the same address; within the pause it is not tried.
