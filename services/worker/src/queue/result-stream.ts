@@ -112,7 +112,7 @@ export function openResultStream(session: http2.ClientHttp2Session, instanceId: 
     close() {
       if (closing || ended) return;
       closing = true;
-      // The gateway answers what it has, then ends its side; the ack loop above then ends the stream.
+      // The gateway answers what it has, then ends its side, which ends the stream (the "end" handler).
       if (unacked.size === 0) end("unreachable");
       else req.end();
     },
