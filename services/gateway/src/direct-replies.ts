@@ -64,7 +64,7 @@ export type DirectReplyRefusal = "signature" | "malformed" | "misdirected" | "to
 const STATUS: Record<DirectReplyRefusal, number> = { signature: 403, malformed: 400, misdirected: 421, too_large: 413 };
 
 /** What became of one result: taken (with its call's outcome), refused, or failed (a bug). */
-type Taken = { readonly outcome: SettleOutcome } | { readonly refused: DirectReplyRefusal; readonly err?: unknown } | { readonly failed: true };
+type Taken = { readonly outcome: SettleOutcome } | { readonly refused: DirectReplyRefusal } | { readonly failed: true };
 
 /** A frame's bytes beyond its result (sequence number, signature, trace headers). */
 const FRAME_OVERHEAD_BYTES = 4_096;
@@ -102,14 +102,22 @@ export function createDirectReplyServer(logger: Logger, opts: DirectReplyOptions
 
   function refuse(stream: http2.ServerHttp2Stream, reason: DirectReplyRefusal, detail: Record<string, unknown> = {}): void {
     noteRefusal(reason, detail);
+    answerRefusal(stream, reason);
+  }
+
+  /** Answers a POST or a stream with a refusal's status (already noted). */
+  function answerRefusal(stream: http2.ServerHttp2Stream, reason: DirectReplyRefusal): void {
     if (!stream.destroyed && !stream.headersSent) stream.respond({ ":status": STATUS[reason] }, { endStream: true });
     // A body still arriving is not read.
     if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
   }
 
-  /** Hands one result to its call: what the worker is told (a refusal sends it through the reply topic). */
+  /** Hands one result to its call: what the worker is told (a refusal, noted here, sends it through the reply topic). */
   function take(value: Uint8Array, signature: string | undefined, traceHeaders: Record<string, string>): Taken {
-    if (opts.signer !== undefined && !opts.signer.verify("result", value, signature)) return { refused: "signature" };
+    if (opts.signer !== undefined && !opts.signer.verify("result", value, signature)) {
+      noteRefusal("signature", {});
+      return { refused: "signature" };
+    }
     // Named as the reply topic's receipt is (the same hop to an operator reading the trace), marked direct.
     const span = shoalTracer().startSpan(
       `process ${opts.replyTopic}`,
@@ -125,7 +133,10 @@ export function createDirectReplyServer(logger: Logger, opts: DirectReplyOptions
       return { outcome };
     } catch (err) {
       span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
-      if (err instanceof RecordDecodeError) return { refused: "malformed", err };
+      if (err instanceof RecordDecodeError) {
+        noteRefusal("malformed", { err: err.message });
+        return { refused: "malformed" };
+      }
       // Thrown in a stream event, it would take the gateway down: the worker sends the result
       // through the reply topic instead.
       log.error({ err }, "a direct result could not be handed to its call");
@@ -156,7 +167,7 @@ export function createDirectReplyServer(logger: Logger, opts: DirectReplyOptions
       const signature = headers[SIGNATURE_HEADER];
       const taken = take(value, typeof signature === "string" ? signature : undefined, headers as Record<string, string>);
       if ("outcome" in taken) stream.respond({ ":status": 200, [DIRECT_REPLY_OUTCOME_HEADER]: taken.outcome }, { endStream: true });
-      else if ("refused" in taken) refuse(stream, taken.refused, taken.err === undefined ? {} : { err: (taken.err as Error).message });
+      else if ("refused" in taken) answerRefusal(stream, taken.refused);
       else if (!stream.destroyed && !stream.headersSent) stream.respond({ ":status": 500 }, { endStream: true });
     });
   }
@@ -183,9 +194,7 @@ export function createDirectReplyServer(logger: Logger, opts: DirectReplyOptions
     // Frames arriving together are acked in one write.
     const acks: Uint8Array[] = [];
     const reader = delimitedReader(DirectResultFrameSchema, maxBytes + FRAME_OVERHEAD_BYTES, (frame) => {
-      const taken = take(frame.result, frame.signature === "" ? undefined : frame.signature, frame.headers);
-      if ("refused" in taken) noteRefusal(taken.refused, taken.err === undefined ? {} : { err: (taken.err as Error).message });
-      acks.push(ack(frame.seq, taken));
+      acks.push(ack(frame.seq, take(frame.result, frame.signature === "" ? undefined : frame.signature, frame.headers)));
     });
     let unreadable = false;
     stream.on("data", (chunk: Buffer) => {

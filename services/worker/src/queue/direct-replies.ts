@@ -103,8 +103,10 @@ export function createDirectReplies(logger: Logger, opts: DirectRepliesOptions =
         peers.set(target.address, peer);
       }
       if (Date.now() < peer.pausedUntilMs) return Promise.resolve(fallback("paused"));
-      if (useStreams && !peer.postOnly.has(target.instanceId) && value.byteLength <= MAX_FRAME_RESULT_BYTES) return viaStream(target, peer, value, headers);
-      return viaPost(target, peer, value, headers);
+      const sig = opts.signer?.enabled ? opts.signer.sign("result", value) : undefined;
+      if (useStreams && !peer.postOnly.has(target.instanceId) && value.byteLength <= MAX_FRAME_RESULT_BYTES)
+        return viaStream(target, peer, value, sig, headers);
+      return viaPost(target, peer, value, sig, headers);
     },
     close() {
       closed = true;
@@ -116,7 +118,13 @@ export function createDirectReplies(logger: Logger, opts: DirectRepliesOptions =
     },
   };
 
-  async function viaStream(target: DirectTarget, peer: Peer, value: Buffer, headers: Record<string, string> | undefined): Promise<boolean> {
+  async function viaStream(
+    target: DirectTarget,
+    peer: Peer,
+    value: Buffer,
+    sig: string | undefined,
+    headers: Record<string, string> | undefined,
+  ): Promise<boolean> {
     let stream = peer.streams.get(target.instanceId);
     if (stream === undefined || stream.ended) {
       try {
@@ -127,18 +135,17 @@ export function createDirectReplies(logger: Logger, opts: DirectRepliesOptions =
       }
       peer.streams.set(target.instanceId, stream);
     }
-    const sig = opts.signer?.enabled ? opts.signer.sign("result", value) : undefined;
     const outcome = await stream.send(value, sig, headers);
     if (outcome === "taken") return true;
     if (outcome === "unsupported") {
       peer.postOnly.add(target.instanceId);
-      return viaPost(target, peer, value, headers);
+      return viaPost(target, peer, value, sig, headers);
     }
     if (outcome !== "refused" && Date.now() >= peer.pausedUntilMs) pause(target.address, peer, outcome);
     return fallback(outcome);
   }
 
-  function viaPost(target: DirectTarget, p: Peer, value: Buffer, headers: Record<string, string> | undefined): Promise<boolean> {
+  function viaPost(target: DirectTarget, p: Peer, value: Buffer, sig: string | undefined, headers: Record<string, string> | undefined): Promise<boolean> {
     return new Promise<boolean>((resolve) => {
       let status = 0;
       let settled = false;
@@ -155,7 +162,6 @@ export function createDirectReplies(logger: Logger, opts: DirectRepliesOptions =
       }, timeoutMs);
       let req: http2.ClientHttp2Stream | undefined;
       try {
-        const sig = opts.signer?.enabled ? opts.signer.sign("result", value) : undefined;
         req = sessionOf(target.address, p).request({
           ":method": "POST",
           ":path": DIRECT_REPLY_PATH,
