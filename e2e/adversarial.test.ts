@@ -233,11 +233,13 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
     const lines = createInterface({ input: attacker.stdout! });
     const nextLine = (): Promise<string> => new Promise((resolve) => lines.once("line", resolve));
     assert.equal(await nextLine(), "ready");
-    const [jobs0, sent0, withdrawn0, cancelled0] = [
+    const answeredEmbeds = async (): Promise<number> => total(await scrape(`${url}/metrics`), "shoal_gateway_requests_total", { method: "Embed", code: "ok" });
+    const [jobs0, sent0, withdrawn0, cancelled0, answered0] = [
       await workerJobs(),
       await abandoned("not_sent"),
       await abandoned("withdrawn"),
       await abandoned("cancel_sent"),
+      await answeredEmbeds(),
     ];
     // Waves of 10, each call aborted 1 ms after it is sent: a flood of resets and cancels, not
     // 300 jobs queued at once on the one worker the polite caller also uses.
@@ -282,11 +284,18 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
       withdrawn: (await abandoned("withdrawn")) - withdrawn0,
       cancelSent: await cancelSent(),
       reachedWorker: await reached(),
+      // Aborts that reached the gateway after it had answered (the client still reads Canceled):
+      // on a loaded machine the attacker's 1 ms timer can fire late. Less the polite caller's
+      // calls and its warm-up call.
+      answeredFirst: (await answeredEmbeds()) - answered0 - POLITE_CALLS - 1,
     };
     console.error(`adversarial: cancel flood: ${flood.ms.toFixed(0)} ms; ${JSON.stringify({ ...figures, codes: flood.codes })}`);
     // Equal but for a share-group redelivery now and then (a lock that ran out on a loaded machine).
-    assert.ok(figures.reachedWorker <= figures.cancelSent + 5, "only jobs followed by a cancel reached the worker");
-    assert.ok(figures.notSent + figures.withdrawn + figures.cancelSent <= 300);
+    assert.ok(
+      figures.reachedWorker <= figures.cancelSent + figures.answeredFirst + 5,
+      `only jobs followed by a cancel (or answered before their abort arrived) reached the worker: ${JSON.stringify(figures)}`,
+    );
+    assert.ok(figures.notSent + figures.withdrawn + figures.cancelSent + figures.answeredFirst <= 300);
     // Calls that were not cancelled still answer after the flood.
     const { inference: after } = clientsFor(url, "connect");
     const r = await after.embed({ model: embedModel, inputs: ["after the flood"] });
