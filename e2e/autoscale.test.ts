@@ -30,7 +30,8 @@ describe("autoscaling: the ScaledObject's decisions follow the share group's bac
       presets: ["tiny"],
       // One job per call on a simulated device: a worker serves ~5 jobs/s, so the backlog is the
       // offered load's excess, not hidden by batching.
-      workerEnv: { SHOAL_RUNTIME: "simulated:cpu-minilm", SHOAL_SIM_DILATION: "80", SHOAL_BATCH_MAX_ITEMS: "1" },
+      // A start of 30 ms × 80 = 2.4 s wall, 2.4 min virtual (as a pod's), not the profile's 114 ms × 80.
+      workerEnv: { SHOAL_RUNTIME: "simulated:cpu-minilm", SHOAL_SIM_DILATION: "80", SHOAL_SIM_LOAD_MS: "30", SHOAL_BATCH_MAX_ITEMS: "1" },
     });
   });
   after(async () => {

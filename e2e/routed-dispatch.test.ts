@@ -12,6 +12,8 @@ import { scrape, total } from "./harness/prometheus.ts";
 const WORKER_ENV = {
   SHOAL_RUNTIME: "simulated:gpu-a100-bert",
   SHOAL_SIM_DILATION: "10",
+  // The profile's 1.5 s load × 10 would take 15 s of each start.
+  SHOAL_SIM_LOAD_MS: "10",
   SHOAL_ROUTED_INTAKE: "1",
   // A stopped or killed worker reads as gone within 3 × 100 ms + 2 s of clock slack.
   SHOAL_STATUS_INTERVAL_MS: "100",

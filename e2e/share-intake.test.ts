@@ -170,7 +170,8 @@ describe("share-group intake: one shared queue for a pool's workers", () => {
       ),
     );
     await first.waitForLog((l) => l.msg === "worker pulling jobs");
-    await cluster.startWorker();
+    // Two inference threads: once the first has gone, the second has both cores for what it left.
+    await cluster.startWorker({ SHOAL_INFERENCE_THREADS: "2" });
     const stoppedAt = performance.now();
     let firstTakeoverS = -1;
     const second = cluster.workers[1]!;

@@ -17,7 +17,7 @@ describe("a worker on a simulated accelerator (SHOAL_RUNTIME=simulated:gpu-a100-
   before(async () => {
     cluster = await startCluster({
       presets: ["tiny", "tiny-rerank", "tiny-classify"],
-      workerEnv: { SHOAL_RUNTIME: "simulated:gpu-a100-bert", SHOAL_SIM_DILATION: "10", SHOAL_INFERENCE_THREADS: "1" },
+      workerEnv: { SHOAL_RUNTIME: "simulated:gpu-a100-bert", SHOAL_SIM_DILATION: "10", SHOAL_SIM_LOAD_MS: "10", SHOAL_INFERENCE_THREADS: "1" },
     });
     clients = clientsFor(cluster.urls[0]!, "connect");
     const line = await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs");
