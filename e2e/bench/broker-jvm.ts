@@ -11,11 +11,16 @@
  * /proc CPU charged per record. The table gives each setting's median round, and the ratio to the
  * first setting (the default).
  *
- * Env: BENCH_JVM_SETTINGS (name=flags;name=flags, default below), BENCH_RATES ("50,200"),
+ * Env: BENCH_JVM_SETTINGS (name=flags;name=flags, default below; `name=flags@key=value,key=value`
+ * also gives that broker server properties, appended through `KAFKA_EXTRA_PROPERTIES`, e.g. its
+ * thread counts), BENCH_RATES ("50,200"),
  * BENCH_SECONDS (15 per phase), BENCH_ROUNDS (3), BENCH_WARMUP_SECONDS (60 per broker),
  * BENCH_IDLE_SECONDS (30), BENCH_BURN_THREADS (0; N > 0 runs every phase twice, alone and beside N
  * threads of this process spinning, as inference keeps the cores busy at bulk load).
  */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { stopKafkajsIdleLoop } from "@shoal/common";
 import { createShareConsumer, type ShareConsumer } from "@shoal/kafka-share";
@@ -32,7 +37,8 @@ const DEFAULT_SETTINGS = [
 ].join(";");
 const SETTINGS = (process.env["BENCH_JVM_SETTINGS"] ?? DEFAULT_SETTINGS).split(";").map((s) => {
   const at = s.indexOf("=");
-  return { name: s.slice(0, at), flags: s.slice(at + 1) };
+  const [flags, props] = s.slice(at + 1).split("@");
+  return { name: s.slice(0, at), flags: flags!, properties: props === undefined ? [] : props.split(",").filter((p) => p.includes("=")) };
 });
 const RATES = (process.env["BENCH_RATES"] ?? "50,200").split(",").map(Number);
 const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 15);
@@ -55,8 +61,13 @@ interface Arm {
   received: number;
 }
 
-async function startArm(name: string, flags: string): Promise<Arm> {
+async function startArm(name: string, flags: string, properties: readonly string[]): Promise<Arm> {
   process.env["KAFKA_GC_OPTS"] = flags;
+  if (properties.length > 0) {
+    const file = join(mkdtempSync(join(tmpdir(), "shoal-jvm-bench-")), "extra.properties");
+    writeFileSync(file, `${properties.join("\n")}\n`);
+    process.env["KAFKA_EXTRA_PROPERTIES"] = file;
+  } else delete process.env["KAFKA_EXTRA_PROPERTIES"];
   const broker = await startScratchBroker();
   const pid = (await pidListeningOn(Number(broker.brokers.split(":")[1])))!;
   const kafka = new Kafka({ clientId: `jvm-bench-${name}`, brokers: [broker.brokers], logLevel: logLevel.NOTHING });
@@ -113,8 +124,8 @@ let running = true;
 const loops: Promise<void>[] = [];
 try {
   for (const s of SETTINGS) {
-    log(`==> broker "${s.name}": ${s.flags}`);
-    const arm = await startArm(s.name, s.flags);
+    log(`==> broker "${s.name}": ${s.flags}${s.properties.length > 0 ? `; ${s.properties.join(", ")}` : ""}`);
+    const arm = await startArm(s.name, s.flags, s.properties);
     arms.push(arm);
     loops.push(consumeLikeIntake(arm, () => running));
   }
