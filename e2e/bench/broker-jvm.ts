@@ -16,7 +16,10 @@
  * thread counts), BENCH_RATES ("50,200"),
  * BENCH_SECONDS (15 per phase), BENCH_ROUNDS (3), BENCH_WARMUP_SECONDS (60 per broker),
  * BENCH_IDLE_SECONDS (30), BENCH_BURN_THREADS (0; N > 0 runs every phase twice, alone and beside N
- * threads of this process spinning, as inference keeps the cores busy at bulk load).
+ * threads of this process spinning, as inference keeps the cores busy at bulk load), BENCH_BURN_KIND
+ * (`spin`, the default: a loop that touches no memory; `memory`: each thread streams over 64 MiB of
+ * its own, reading and writing every cache line, as a model's weights and activations pass through
+ * the caches).
  */
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -46,6 +49,9 @@ const ROUNDS = Number(process.env["BENCH_ROUNDS"] ?? 3);
 const WARMUP_SECONDS = Number(process.env["BENCH_WARMUP_SECONDS"] ?? 60);
 const IDLE_SECONDS = Number(process.env["BENCH_IDLE_SECONDS"] ?? 30);
 const BURN_THREADS = Number(process.env["BENCH_BURN_THREADS"] ?? 0);
+const BURN_KIND = process.env["BENCH_BURN_KIND"] ?? "spin";
+if (BURN_KIND !== "spin" && BURN_KIND !== "memory") throw new Error(`BENCH_BURN_KIND must be spin or memory, not ${BURN_KIND}`);
+const BURN_LABEL = `${BURN_THREADS} busy threads${BURN_KIND === "memory" ? " (memory-bound)" : ""}`;
 const VALUE = Buffer.alloc(1_024, 7);
 const TOPIC = "jvm-bench";
 const log = (msg: string): void => void process.stderr.write(`${msg}\n`);
@@ -107,9 +113,15 @@ async function phase(arm: Arm, rate: number, seconds: number): Promise<number> {
   return ((await processCpuMs(arm.pid)) - b0) / n;
 }
 
-/** Spins `n` threads until the returned stop is called (the busy cores of a worker at bulk load). */
+const SPIN = "const { workerData } = require('node:worker_threads'); const flag = new Int32Array(workerData); while (Atomics.load(flag, 0) === 0) {}";
+// 64 MiB per thread, more than the last-level cache; 8 doubles = one 64-byte line per step.
+const STREAM =
+  "const { workerData } = require('node:worker_threads'); const flag = new Int32Array(workerData); const a = new Float64Array(8 << 20); " +
+  "while (Atomics.load(flag, 0) === 0) { for (let i = 0; i < a.length; i += 8) a[i] = a[i] + 1; }";
+
+/** Runs `n` busy threads until the returned stop is called (the busy cores of a worker at bulk load). */
 function burn(n: number): () => Promise<void> {
-  const code = "const { workerData } = require('node:worker_threads'); const flag = new Int32Array(workerData); while (Atomics.load(flag, 0) === 0) {}";
+  const code = BURN_KIND === "memory" ? STREAM : SPIN;
   const flag = new Int32Array(new SharedArrayBuffer(4));
   const threads = Array.from({ length: n }, () => new Worker(code, { eval: true, workerData: flag.buffer }));
   return async () => {
@@ -149,7 +161,7 @@ try {
           const stop = threads > 0 ? burn(threads) : undefined;
           const ms = await phase(arm, rate, SECONDS);
           await stop?.();
-          const name = threads > 0 ? `${arm.name} + ${threads} busy threads` : arm.name;
+          const name = threads > 0 ? `${arm.name} + ${BURN_LABEL}` : arm.name;
           const key = `${name}@${rate}`;
           perRecord.set(key, [...(perRecord.get(key) ?? []), ms]);
           log(`   round ${round}, ${rate}/s, ${name}: broker ${ms.toFixed(3)} CPU ms per record`);
@@ -167,9 +179,7 @@ Broker JVM settings, one share consumer each (acks held 100 ms); the median of $
 ${arms
   .flatMap((a, i) => [
     `| ${a.name} | ${idle[i]!.toFixed(1)} | ${RATES.map((r) => cell(a.name, r)).join(" | ")} |`,
-    ...(BURN_THREADS > 0
-      ? [`| ${a.name} + ${BURN_THREADS} busy threads | | ${RATES.map((r) => cell(`${a.name} + ${BURN_THREADS} busy threads`, r)).join(" | ")} |`]
-      : []),
+    ...(BURN_THREADS > 0 ? [`| ${a.name} + ${BURN_LABEL} | | ${RATES.map((r) => cell(`${a.name} + ${BURN_LABEL}`, r)).join(" | ")} |`] : []),
   ])
   .join("\n")}
 `);
