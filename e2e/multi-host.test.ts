@@ -83,7 +83,9 @@ describe("multi-host: Kafka, gateways and workers on separate network-namespace 
     const workerHosts = [await lab.addHost("w1"), await lab.addHost("w2"), await lab.addHost("w3")];
 
     const kafka = await startNetnsKafka(brokerHosts);
-    cleanup.push(() => kafka.stop());
+    // Set when a call is lost: the brokers' data and logs then stay beside the service logs.
+    let keepKafkaIn: string | undefined;
+    cleanup.push(() => kafka.stop(keepKafkaIn));
     const intake = testIntake();
     const { path: catalogPath, pool } = await writeCatalog(["tiny"], 6, intake);
     const settings: ServiceSettings = { brokers: kafka.brokers, catalogPath, pool };
@@ -316,6 +318,7 @@ describe("multi-host: Kafka, gateways and workers on separate network-namespace 
             `  #${o.index} via ${gatewayHosts[o.index % gateways.length]!.label}, sent ${at(o.sentAt)}, ${Math.round(o.doneAt - o.sentAt)} ms: ${o.error ?? "no answer"}`,
         );
       process.stderr.write(`multi-host: ${failed.length} calls lost, the first ${lines.length}:\n${lines.join("\n")}\n`);
+      keepKafkaIn = logDir;
       for (const s of services) process.stderr.write(`${s.proc.warnings(25)}\n`);
     }
     assert.ok(drained, "every call settled within its budget");

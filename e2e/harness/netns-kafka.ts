@@ -8,7 +8,7 @@
  */
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KAFKA_SH, mustRun, REPO_ROOT } from "../../infra/dev/shell.ts";
@@ -32,8 +32,12 @@ export interface NetnsKafka {
    * undefined when no log says so yet.
    */
   activeController(): Promise<number | undefined>;
-  /** Kills every node and removes the data. Never throws. */
-  stop(): Promise<void>;
+  /**
+   * Kills every node and removes the data; with `keepIn`, moves each node's data dir and
+   * server.log there instead (`keepIn/kafka/node-N`), for a failed run to be read afterwards (the
+   * partitions' logs with kafka.tools.DumpLogSegments, what each broker logged). Never throws.
+   */
+  stop(keepIn?: string): Promise<void>;
 }
 
 /** Runs `kafka.sh <command>` on `host` (inside its namespace); resolves with the exit code and output. */
@@ -100,8 +104,24 @@ export async function startNetnsKafka(hosts: readonly Host[], heap = "384m"): Pr
       KAFKA_HEAP: heap,
     });
   }
-  const killAll = async (): Promise<void> => {
+  const killAll = async (keepIn?: string): Promise<void> => {
     await Promise.all(hosts.map((h, i) => kafkaSh(h, "kill", envs[i]!).catch(() => undefined)));
+    if (keepIn !== undefined) {
+      const kept = join(keepIn, "kafka");
+      const moved = await mkdir(keepIn, { recursive: true })
+        .then(() => rename(root, kept))
+        .then(
+          () => true,
+          (err: unknown) => {
+            process.stderr.write(`netns-kafka: could not keep the brokers' data in ${kept}: ${String(err)}\n`);
+            return false;
+          },
+        );
+      if (moved) {
+        process.stderr.write(`netns-kafka: the brokers' data dirs and server.logs are kept in ${kept}\n`);
+        return;
+      }
+    }
     await rm(root, { recursive: true, force: true });
   };
   try {
@@ -144,5 +164,5 @@ export async function startNetnsKafka(hosts: readonly Host[], heap = "384m"): Pr
     }
     return latest?.id;
   }
-  return { brokers: hosts.map((h) => `${h.ip}:${KAFKA_CLIENT_PORT}`).join(","), ids, warnings, activeController, stop: killAll };
+  return { brokers: hosts.map((h) => `${h.ip}:${KAFKA_CLIENT_PORT}`).join(","), ids, warnings, activeController, stop: (keepIn) => killAll(keepIn) };
 }

@@ -1,4 +1,4 @@
-import { Partitioners, type Kafka, type Message, type Producer, type RetryOptions, type TopicMessages } from "kafkajs";
+import { Partitioners, type Kafka, type Message, type Producer, type RecordMetadata, type RetryOptions, type TopicMessages } from "kafkajs";
 import type { Logger } from "./logger.ts";
 import { type RecordSigner, SIGNATURE_HEADER } from "./record-signer.ts";
 import { signedKindOf } from "./topics.ts";
@@ -8,15 +8,25 @@ interface Queued {
   /** The record as given to `send` (what `withdraw` is asked about). */
   readonly original: Message;
   readonly message: Message;
-  readonly resolve: () => void;
+  readonly resolve: (at: RecordPosition | undefined) => void;
   readonly reject: (err: unknown) => void;
+}
+
+/** Where the broker says it wrote a record: its partition and offset. */
+export interface RecordPosition {
+  readonly partition: number;
+  readonly offset: string;
 }
 
 /** An idempotent, acks=all producer that groups records sent close together. */
 export interface BatchingProducer {
   connect(): Promise<void>;
-  /** Resolves once the broker has the record on all in-sync replicas. */
-  send(topic: string, message: Message): Promise<void>;
+  /**
+   * Resolves once the broker has the record on all in-sync replicas: with its position when the
+   * record named its partition (the offset the broker answered, for logs that follow a record),
+   * undefined otherwise.
+   */
+  send(topic: string, message: Message): Promise<RecordPosition | undefined>;
   /**
    * Takes back a record given to `send` that still waits behind the request in flight (not yet
    * handed to kafkajs): it is never written, and its `send` rejects with RecordWithdrawnError.
@@ -173,8 +183,7 @@ export function createBatchingProducer(
     }
     const topicMessages: TopicMessages[] = [...byTopic].map(([topic, messages]) => ({ topic, messages }));
     try {
-      await sendOrStuck(topicMessages);
-      for (const q of batch) q.resolve();
+      resolveAll(batch, await sendOrStuck(topicMessages));
     } catch (err) {
       if (err instanceof ProduceStuckError) return refuse(batch, err, "a produce request is stuck (partition leader silent?)");
       if (isSequenceDesync(err)) return refuse(batch, err, "producer sequence out of step with the partition leader");
@@ -193,8 +202,7 @@ export function createBatchingProducer(
         const records = batch.filter((q) => q.topic === topic);
         try {
           await ensureConnected();
-          await producer.sendBatch({ topicMessages: [{ topic, messages }], acks: -1 });
-          for (const q of records) q.resolve();
+          resolveAll(records, await producer.sendBatch({ topicMessages: [{ topic, messages }], acks: -1 }));
         } catch (topicErr) {
           log.warn({ err: topicErr, topic, records: records.length }, "produce failed");
           refused.push(...records);
@@ -217,22 +225,39 @@ export function createBatchingProducer(
     if (connected) await reset(err, why);
   }
 
+  /**
+   * Resolves each record of a request with its position: the broker answers one base offset per
+   * partition, and a partition's records of one request take consecutive offsets in their order.
+   */
+  function resolveAll(records: readonly Queued[], written: readonly RecordMetadata[]): void {
+    const next = new Map<string, bigint>();
+    for (const m of written) next.set(`${m.topicName}\0${m.partition}`, BigInt(m.baseOffset ?? "-1"));
+    for (const q of records) {
+      const partition = q.message.partition;
+      const key = `${q.topic}\0${partition}`;
+      const offset = partition === undefined ? undefined : next.get(key);
+      if (partition === undefined || offset === undefined || offset < 0n) {
+        q.resolve(undefined);
+        continue;
+      }
+      next.set(key, offset + 1n);
+      q.resolve({ partition, offset: String(offset) });
+    }
+  }
+
   /** sendBatch, bounded by `stuckAfterMs` when set (the request itself is left to kafkajs). */
-  async function sendOrStuck(topicMessages: TopicMessages[]): Promise<void> {
+  async function sendOrStuck(topicMessages: TopicMessages[]): Promise<RecordMetadata[]> {
     // A connect that fails rejects the records (no new producer: this one is not stuck, it is cut off).
     await ensureConnected();
     const sent = producer.sendBatch({ topicMessages, acks: -1 });
-    if (opts.stuckAfterMs === undefined) {
-      await sent;
-      return;
-    }
+    if (opts.stuckAfterMs === undefined) return sent;
     sent.catch(() => undefined); // if it fails after the bound, nobody waits for it
     let timer: NodeJS.Timeout | undefined;
     const stuck = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new ProduceStuckError(`not acknowledged within ${opts.stuckAfterMs} ms`)), opts.stuckAfterMs);
     });
     try {
-      await Promise.race([sent, stuck]);
+      return await Promise.race([sent, stuck]);
     } finally {
       clearTimeout(timer);
     }
@@ -253,7 +278,7 @@ export function createBatchingProducer(
     },
     send(topic, message) {
       if (!connected) return Promise.reject(new ProducerClosedError(`${opts.name} is not connected`));
-      return new Promise<void>((resolve, reject) => {
+      return new Promise<RecordPosition | undefined>((resolve, reject) => {
         queue.push({ topic, original: message, message: signed(topic, message), resolve, reject });
         flush();
       });

@@ -71,7 +71,14 @@ export {
   type SignedKind,
 } from "./record-signer.ts";
 export { checkKafkaCertificates, KafkaCertificateError } from "./kafka-tls-check.ts";
-export { createBatchingProducer, ProduceStuckError, ProducerClosedError, RecordWithdrawnError, type BatchingProducer } from "./batching-producer.ts";
+export {
+  createBatchingProducer,
+  ProduceStuckError,
+  ProducerClosedError,
+  RecordWithdrawnError,
+  type BatchingProducer,
+  type RecordPosition,
+} from "./batching-producer.ts";
 export { vectorsToBytes, bytesToVectors } from "./vectors.ts";
 export {
   loadCatalog,

@@ -51,7 +51,7 @@ export function createReplyRegistration(kafka: Kafka, logger: Logger, opts: Repl
   function send(value: Buffer | null): Promise<void> {
     const sig = opts.signer?.sign("gateway", statusSignedBytes(opts.instanceId, value));
     const message = { key: opts.instanceId, value, ...(sig === undefined ? {} : { headers: { [SIGNATURE_HEADER]: sig } }) };
-    return producer.send(GATEWAYS_TOPIC, message);
+    return producer.send(GATEWAYS_TOPIC, message).then(() => undefined);
   }
 
   function registration(): Buffer {

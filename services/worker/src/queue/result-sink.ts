@@ -131,9 +131,10 @@ export function createResultSink(kafka: Kafka, logger: Logger, workerId: string,
       }
       for (let attempt = 1; ; attempt++) {
         try {
-          await producer.send(topic, { key: result.jobId, value, partition, ...(headers ? { headers } : {}) });
+          const at = await producer.send(topic, { key: result.jobId, value, partition, ...(headers ? { headers } : {}) });
           opts.onSent?.("topic");
-          log.debug({ jobId: result.jobId, topic, partition, via: "topic", attempt }, "result sent");
+          // The offset the broker answered: a result the gateway never reads can be looked up in the partition.
+          log.debug({ jobId: result.jobId, topic, partition, offset: at?.offset, via: "topic", attempt }, "result sent");
           return;
         } catch (err) {
           if (stopping || err instanceof ProducerClosedError) throw err;
