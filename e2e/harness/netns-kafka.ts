@@ -164,5 +164,5 @@ export async function startNetnsKafka(hosts: readonly Host[], heap = "384m"): Pr
     }
     return latest?.id;
   }
-  return { brokers: hosts.map((h) => `${h.ip}:${KAFKA_CLIENT_PORT}`).join(","), ids, warnings, activeController, stop: (keepIn) => killAll(keepIn) };
+  return { brokers: hosts.map((h) => `${h.ip}:${KAFKA_CLIENT_PORT}`).join(","), ids, warnings, activeController, stop: killAll };
 }

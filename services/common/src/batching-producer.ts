@@ -230,13 +230,18 @@ export function createBatchingProducer(
    * partition, and a partition's records of one request take consecutive offsets in their order.
    */
   function resolveAll(records: readonly Queued[], written: readonly RecordMetadata[]): void {
-    const next = new Map<string, bigint>();
-    for (const m of written) next.set(`${m.topicName}\0${m.partition}`, BigInt(m.baseOffset ?? "-1"));
+    // Built only for a request with a record that named its partition (a job record does not).
+    let next: Map<string, bigint> | undefined;
     for (const q of records) {
       const partition = q.message.partition;
+      if (partition === undefined) {
+        q.resolve(undefined);
+        continue;
+      }
+      next ??= new Map(written.map((m) => [`${m.topicName}\0${m.partition}`, BigInt(m.baseOffset ?? "-1")]));
       const key = `${q.topic}\0${partition}`;
-      const offset = partition === undefined ? undefined : next.get(key);
-      if (partition === undefined || offset === undefined || offset < 0n) {
+      const offset = next.get(key);
+      if (offset === undefined || offset < 0n) {
         q.resolve(undefined);
         continue;
       }
