@@ -3,7 +3,7 @@ import { test } from "node:test";
 import kafkajs from "kafkajs";
 
 const { KafkaJSNumberOfRetriesExceeded, KafkaJSProtocolError, KafkaJSRequestTimeoutError } = kafkajs;
-import { isRequestTimeout, isSequenceDesync } from "./batching-producer.ts";
+import { isRequestTimeout, isSequenceDesync, pinningPartitioner } from "./batching-producer.ts";
 
 // The error kafkajs builds from the broker's code 45, as a produce request reports it.
 const desync = (): Error =>
@@ -44,4 +44,30 @@ test("a request timeout is recognised, bare or wrapped by kafkajs's retrier; oth
     false,
   );
   assert.equal(isRequestTimeout(undefined), false);
+});
+
+test("the pinning partitioner writes its choice into the record, which keeps it on a retry; a named or keyed record keeps kafkajs's choice", () => {
+  const partitionMetadata = [0, 1, 2, 3].map((partitionId) => ({
+    partitionId,
+    leader: 1,
+    replicas: [1],
+    isr: [1],
+    offlineReplicas: [],
+    partitionErrorCode: 0,
+  }));
+  const choose = pinningPartitioner();
+  const loose: kafkajs.Message = { value: "v" };
+  const first = choose({ topic: "t", partitionMetadata, message: loose });
+  assert.equal(loose.partition, first);
+  // Round robin would move an unpinned record on: the pinned one stays, retry after retry.
+  for (let i = 0; i < 5; i++) assert.equal(choose({ topic: "t", partitionMetadata, message: loose }), first);
+  const others = new Set([0, 1, 2, 3].map(() => choose({ topic: "t", partitionMetadata, message: { value: "v" } })));
+  assert.equal(others.size, 4, "records without key or partition still spread over the partitions");
+  const named: kafkajs.Message = { value: "v", partition: 2 };
+  assert.equal(choose({ topic: "t", partitionMetadata, message: named }), 2);
+  const reference = kafkajs.Partitioners.DefaultPartitioner();
+  const keyed: kafkajs.Message = { key: "job-42", value: "v" };
+  const expected = reference({ topic: "t", partitionMetadata, message: { key: "job-42", value: "v" } });
+  assert.equal(choose({ topic: "t", partitionMetadata, message: keyed }), expected);
+  assert.equal(keyed.partition, expected);
 });

@@ -1,4 +1,13 @@
-import { Partitioners, type Kafka, type Message, type Producer, type RecordMetadata, type RetryOptions, type TopicMessages } from "kafkajs";
+import {
+  Partitioners,
+  type ICustomPartitioner,
+  type Kafka,
+  type Message,
+  type Producer,
+  type RecordMetadata,
+  type RetryOptions,
+  type TopicMessages,
+} from "kafkajs";
 import type { Logger } from "./logger.ts";
 import { type RecordSigner, SIGNATURE_HEADER } from "./record-signer.ts";
 import { signedKindOf } from "./topics.ts";
@@ -7,6 +16,7 @@ interface Queued {
   readonly topic: string;
   /** The record as given to `send` (what `withdraw` is asked about). */
   readonly original: Message;
+  /** What goes to kafkajs: a copy of the record, whose partition the partitioner pins (see pinningPartitioner). */
   readonly message: Message;
   readonly resolve: (at: RecordPosition | undefined) => void;
   readonly reject: (err: unknown) => void;
@@ -22,9 +32,9 @@ export interface RecordPosition {
 export interface BatchingProducer {
   connect(): Promise<void>;
   /**
-   * Resolves once the broker has the record on all in-sync replicas: with its position when the
-   * record named its partition (the offset the broker answered, for logs that follow a record),
-   * undefined otherwise.
+   * Resolves once the broker has the record on all in-sync replicas, with its position: the
+   * partition (named by the record, or chosen by the partitioner) and the offset the broker
+   * answered, for logs that follow a record (undefined if the broker answered no offset).
    */
   send(topic: string, message: Message): Promise<RecordPosition | undefined>;
   /**
@@ -48,6 +58,21 @@ export class ProducerClosedError extends Error {
  */
 export class ProduceStuckError extends Error {
   override readonly name = "ProduceStuckError";
+}
+
+/**
+ * Rejects `send` for records whose partitions the broker's answer still left out after
+ * MAX_COMPLETION_SENDS requests: never acknowledged, perhaps never sent (see sendComplete).
+ */
+class ProduceIncompleteError extends Error {
+  override readonly name = "ProduceIncompleteError";
+  constructor(
+    message: string,
+    /** The records left out (the others of the request were acknowledged). */
+    readonly records: readonly Queued[],
+  ) {
+    super(message);
+  }
 }
 
 /** Rejects `send` for a record taken back with `withdraw` before it went out. */
@@ -84,6 +109,25 @@ export function isRequestTimeout(err: unknown): boolean {
   return false;
 }
 
+/**
+ * kafkajs's DefaultPartitioner (a named partition, else the key's murmur2 hash, else round robin
+ * over the partitions with a leader) that writes its choice into the record. kafkajs partitions a
+ * request's records again on each of its retries, so a record without key or partition can land
+ * in another partition on a retry than on the try before; pinned, it keeps its partition across
+ * retries, and `sendComplete` knows which partitions an answer must hold.
+ */
+export const pinningPartitioner: ICustomPartitioner = () => {
+  const choose = Partitioners.DefaultPartitioner();
+  return (args) => {
+    const partition = choose(args);
+    args.message.partition = partition;
+    return partition;
+  };
+};
+
+/** Requests per batch of records while the broker's answer leaves partitions out (see sendComplete). */
+const MAX_COMPLETION_SENDS = 3;
+
 /** Upper bound on records per produce request, to keep one request's size sane. */
 const MAX_RECORDS_PER_REQUEST = 1_000;
 
@@ -116,7 +160,7 @@ export function createBatchingProducer(
       allowAutoTopicCreation: false,
       idempotent: true,
       maxInFlightRequests: 1,
-      createPartitioner: Partitioners.DefaultPartitioner,
+      createPartitioner: pinningPartitioner,
       ...(opts.retry ? { retry: opts.retry } : {}),
     });
   let producer = newProducer();
@@ -175,16 +219,17 @@ export function createBatchingProducer(
 
   async function sendQueued(): Promise<void> {
     const batch = queue.splice(0, MAX_RECORDS_PER_REQUEST);
-    const byTopic = new Map<string, Message[]>();
+    const byTopic = new Map<string, Queued[]>();
     for (const q of batch) {
       const list = byTopic.get(q.topic);
-      if (list) list.push(q.message);
-      else byTopic.set(q.topic, [q.message]);
+      if (list) list.push(q);
+      else byTopic.set(q.topic, [q]);
     }
-    const topicMessages: TopicMessages[] = [...byTopic].map(([topic, messages]) => ({ topic, messages }));
     try {
-      resolveAll(batch, await sendOrStuck(topicMessages));
+      await sendComplete(batch, byTopic);
     } catch (err) {
+      // Only the records left out: the others were acknowledged, and sending them again would write them twice.
+      if (err instanceof ProduceIncompleteError) return refuse(err.records, err, "the broker's answers kept leaving partitions out");
       if (err instanceof ProduceStuckError) return refuse(batch, err, "a produce request is stuck (partition leader silent?)");
       if (isSequenceDesync(err)) return refuse(batch, err, "producer sequence out of step with the partition leader");
       if (isRequestTimeout(err)) return refuse(batch, err, "a produce request timed out (partition leader unreachable?)");
@@ -198,14 +243,12 @@ export function createBatchingProducer(
       // go out again with the same sequence numbers: one written already is acknowledged, not doubled.
       const refused: Queued[] = [];
       let cause: unknown;
-      for (const [topic, messages] of byTopic) {
-        const records = batch.filter((q) => q.topic === topic);
+      for (const [topic, records] of byTopic) {
         try {
-          await ensureConnected();
-          resolveAll(records, await producer.sendBatch({ topicMessages: [{ topic, messages }], acks: -1 }));
+          await sendComplete(records, new Map([[topic, records]]));
         } catch (topicErr) {
           log.warn({ err: topicErr, topic, records: records.length }, "produce failed");
-          refused.push(...records);
+          refused.push(...(topicErr instanceof ProduceIncompleteError ? topicErr.records : records));
           cause = topicErr;
         }
       }
@@ -226,28 +269,57 @@ export function createBatchingProducer(
   }
 
   /**
-   * Resolves each record of a request with its position: the broker answers one base offset per
-   * partition, and a partition's records of one request take consecutive offsets in their order.
+   * Sends `records` (grouped by topic in `byTopic`) and resolves each with its position, until
+   * every record's partition is in the broker's answer. kafkajs can answer a request without some
+   * of its partitions: when a partition's leader refuses it (NOT_LEADER_OR_FOLLOWER: leadership
+   * moved) kafkajs refreshes its metadata and retries, but only to brokers that have not answered
+   * yet; a partition whose new leader is a broker that already answered for others is never sent,
+   * and sendBatch resolves without it. Those records are sent again here, alone (they never went
+   * out, so their sequence numbers are still free); after MAX_COMPLETION_SENDS requests the rest
+   * fail with ProduceIncompleteError.
    */
-  function resolveAll(records: readonly Queued[], written: readonly RecordMetadata[]): void {
-    // Built only for a request with a record that named its partition (a job record does not).
-    let next: Map<string, bigint> | undefined;
-    for (const q of records) {
-      const partition = q.message.partition;
-      if (partition === undefined) {
-        q.resolve(undefined);
-        continue;
+  async function sendComplete(records: readonly Queued[], byTopic: ReadonlyMap<string, readonly Queued[]>): Promise<void> {
+    let pending = records;
+    let groups = byTopic;
+    for (let sends = 1; ; sends++) {
+      const topicMessages: TopicMessages[] = [...groups].map(([topic, qs]) => ({ topic, messages: qs.map((q) => q.message) }));
+      pending = resolveAll(pending, await sendOrStuck(topicMessages));
+      if (pending.length === 0) return;
+      const partitions = [...new Set(pending.map((q) => `${q.topic}[${String(q.message.partition)}]`))];
+      if (sends === MAX_COMPLETION_SENDS) {
+        throw new ProduceIncompleteError(`${pending.length} records of ${partitions.join(", ")} not acknowledged after ${sends} requests`, pending);
       }
-      next ??= new Map(written.map((m) => [`${m.topicName}\0${m.partition}`, BigInt(m.baseOffset ?? "-1")]));
-      const key = `${q.topic}\0${partition}`;
-      const offset = next.get(key);
-      if (offset === undefined || offset < 0n) {
-        q.resolve(undefined);
-        continue;
+      log.warn({ records: pending.length, partitions }, "the broker's answer left out partitions of the request (a leader moved); sending their records again");
+      const regrouped = new Map<string, Queued[]>();
+      for (const q of pending) {
+        const list = regrouped.get(q.topic);
+        if (list) list.push(q);
+        else regrouped.set(q.topic, [q]);
       }
-      next.set(key, offset + 1n);
-      q.resolve({ partition, offset: String(offset) });
+      groups = regrouped;
     }
+  }
+
+  /**
+   * Resolves each record of a request that the answer holds with its position (the broker answers
+   * one base offset per partition, and a partition's records of one request take consecutive
+   * offsets in their order), and returns the records of partitions the answer left out.
+   */
+  function resolveAll(records: readonly Queued[], written: readonly RecordMetadata[]): Queued[] {
+    const next = new Map<string, bigint>();
+    for (const m of written) if (m.errorCode === 0) next.set(`${m.topicName}\0${m.partition}`, BigInt(m.baseOffset ?? "-1"));
+    const left: Queued[] = [];
+    for (const q of records) {
+      const key = `${q.topic}\0${q.message.partition}`;
+      const offset = next.get(key);
+      if (offset === undefined) left.push(q);
+      else if (offset < 0n) q.resolve(undefined);
+      else {
+        next.set(key, offset + 1n);
+        q.resolve({ partition: q.message.partition!, offset: String(offset) });
+      }
+    }
+    return left;
   }
 
   /** sendBatch, bounded by `stuckAfterMs` when set (the request itself is left to kafkajs). */
@@ -284,7 +356,8 @@ export function createBatchingProducer(
     send(topic, message) {
       if (!connected) return Promise.reject(new ProducerClosedError(`${opts.name} is not connected`));
       return new Promise<RecordPosition | undefined>((resolve, reject) => {
-        queue.push({ topic, original: message, message: signed(topic, message), resolve, reject });
+        // A copy, whatever signed() returns: the partitioner writes the record's partition into it.
+        queue.push({ topic, original: message, message: { ...signed(topic, message) }, resolve, reject });
         flush();
       });
     },
