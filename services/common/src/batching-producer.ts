@@ -207,6 +207,8 @@ export function createBatchingProducer(
     await ensureConnected().catch((connectErr: unknown) => log.warn({ err: connectErr }, "new producer could not connect yet"));
   }
   const queue: Queued[] = [];
+  /** Records resolved by an answer: never sent again by a fallback of the same request. */
+  const acknowledged = new WeakSet<Queued>();
 
   function signed(topic: string, message: Message): Message {
     const kind = opts.signer?.enabled ? signedKindOf(topic) : undefined;
@@ -243,7 +245,10 @@ export function createBatchingProducer(
       // go out again with the same sequence numbers: one written already is acknowledged, not doubled.
       const refused: Queued[] = [];
       let cause: unknown;
-      for (const [topic, records] of byTopic) {
+      for (const [topic, all] of byTopic) {
+        // Not those a first answer already held (sendComplete resolves them as it goes).
+        const records = all.filter((q) => !acknowledged.has(q));
+        if (records.length === 0) continue;
         try {
           await sendComplete(records, new Map([[topic, records]]));
         } catch (topicErr) {
@@ -318,6 +323,7 @@ export function createBatchingProducer(
         next.set(key, offset + 1n);
         q.resolve({ partition: q.message.partition!, offset: String(offset) });
       }
+      if (offset !== undefined) acknowledged.add(q);
     }
     return left;
   }
