@@ -125,6 +125,17 @@ export const pinningPartitioner: ICustomPartitioner = () => {
   };
 };
 
+/** `records` by topic, in their order. */
+function groupByTopic(records: readonly Queued[]): Map<string, Queued[]> {
+  const byTopic = new Map<string, Queued[]>();
+  for (const q of records) {
+    const list = byTopic.get(q.topic);
+    if (list) list.push(q);
+    else byTopic.set(q.topic, [q]);
+  }
+  return byTopic;
+}
+
 /** Requests per batch of records while the broker's answer leaves partitions out (see sendComplete). */
 const MAX_COMPLETION_SENDS = 3;
 
@@ -221,14 +232,9 @@ export function createBatchingProducer(
 
   async function sendQueued(): Promise<void> {
     const batch = queue.splice(0, MAX_RECORDS_PER_REQUEST);
-    const byTopic = new Map<string, Queued[]>();
-    for (const q of batch) {
-      const list = byTopic.get(q.topic);
-      if (list) list.push(q);
-      else byTopic.set(q.topic, [q]);
-    }
+    const byTopic = groupByTopic(batch);
     try {
-      await sendComplete(batch, byTopic);
+      await sendComplete(batch);
     } catch (err) {
       // Only the records left out: the others were acknowledged, and sending them again would write them twice.
       if (err instanceof ProduceIncompleteError) return refuse(err.records, err, "the broker's answers kept leaving partitions out");
@@ -250,7 +256,7 @@ export function createBatchingProducer(
         const records = all.filter((q) => !acknowledged.has(q));
         if (records.length === 0) continue;
         try {
-          await sendComplete(records, new Map([[topic, records]]));
+          await sendComplete(records);
         } catch (topicErr) {
           log.warn({ err: topicErr, topic, records: records.length }, "produce failed");
           refused.push(...(topicErr instanceof ProduceIncompleteError ? topicErr.records : records));
@@ -274,7 +280,7 @@ export function createBatchingProducer(
   }
 
   /**
-   * Sends `records` (grouped by topic in `byTopic`) and resolves each with its position, until
+   * Sends `records` and resolves each with its position, until
    * every record's partition is in the broker's answer. kafkajs can answer a request without some
    * of its partitions: when a partition's leader refuses it (NOT_LEADER_OR_FOLLOWER: leadership
    * moved) kafkajs refreshes its metadata and retries, but only to brokers that have not answered
@@ -283,11 +289,10 @@ export function createBatchingProducer(
    * out, so their sequence numbers are still free); after MAX_COMPLETION_SENDS requests the rest
    * fail with ProduceIncompleteError.
    */
-  async function sendComplete(records: readonly Queued[], byTopic: ReadonlyMap<string, readonly Queued[]>): Promise<void> {
+  async function sendComplete(records: readonly Queued[]): Promise<void> {
     let pending = records;
-    let groups = byTopic;
     for (let sends = 1; ; sends++) {
-      const topicMessages: TopicMessages[] = [...groups].map(([topic, qs]) => ({ topic, messages: qs.map((q) => q.message) }));
+      const topicMessages: TopicMessages[] = [...groupByTopic(pending)].map(([topic, qs]) => ({ topic, messages: qs.map((q) => q.message) }));
       pending = resolveAll(pending, await sendOrStuck(topicMessages));
       if (pending.length === 0) return;
       const partitions = [...new Set(pending.map((q) => `${q.topic}[${String(q.message.partition)}]`))];
@@ -295,13 +300,6 @@ export function createBatchingProducer(
         throw new ProduceIncompleteError(`${pending.length} records of ${partitions.join(", ")} not acknowledged after ${sends} requests`, pending);
       }
       log.warn({ records: pending.length, partitions }, "the broker's answer left out partitions of the request (a leader moved); sending their records again");
-      const regrouped = new Map<string, Queued[]>();
-      for (const q of pending) {
-        const list = regrouped.get(q.topic);
-        if (list) list.push(q);
-        else regrouped.set(q.topic, [q]);
-      }
-      groups = regrouped;
     }
   }
 
