@@ -31,7 +31,7 @@ import { startCluster, type TestCluster } from "../harness/cluster.ts";
 import { benchBroker } from "./bench-broker.ts";
 import { clientsFor } from "../harness/clients.ts";
 import { scrape } from "../harness/prometheus.ts";
-import { mainThreadCpuMs, pidListeningOn, processCpuMs } from "./cpu-counters.ts";
+import { jvmCpuMs, mainThreadCpuMs, pidListeningOn, processCpuMs } from "./cpu-counters.ts";
 import { formatSummary, summarize } from "./cpuprofile-summary.ts";
 import { percentile } from "./workload.ts";
 
@@ -135,13 +135,17 @@ try {
         .filter((l) => l.startsWith("shoal_worker_inference_seconds_sum"))
         .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
     };
-    const snapshot = async () => ({
-      inferenceMs: (await inferenceSeconds()) * 1000,
-      gateway: await processCpuMs(gatewayPid),
-      workerMain: await mainThreadCpuMs(workerPid),
-      worker: await processCpuMs(workerPid),
-      broker: brokerPid === undefined ? 0 : await processCpuMs(brokerPid),
-    });
+    const snapshot = async () => {
+      const jvm = brokerPid === undefined ? { total: 0, compiler: 0 } : await jvmCpuMs(brokerPid);
+      return {
+        inferenceMs: (await inferenceSeconds()) * 1000,
+        gateway: await processCpuMs(gatewayPid),
+        workerMain: await mainThreadCpuMs(workerPid),
+        worker: await processCpuMs(workerPid),
+        broker: jvm.total,
+        brokerJit: jvm.compiler,
+      };
+    };
 
     log(`==> 0/3 idle: ${SECONDS} s with no requests (the background every component burns)`);
     const idleBefore = await snapshot();
@@ -155,6 +159,7 @@ try {
       "worker other threads (inference, ORT, GC)": (idleAfter.worker - idleAfter.workerMain - (idleBefore.worker - idleBefore.workerMain)) / idleSeconds,
       broker: (idleAfter.broker - idleBefore.broker) / idleSeconds,
     };
+    const idleBrokerJit = (idleAfter.brokerJit - idleBefore.brokerJit) / idleSeconds;
 
     interface LoadRow {
       offered: number;
@@ -165,6 +170,8 @@ try {
       /** The same less the idle background over the phase's duration. */
       marginal: Record<string, number>;
       inferenceMs: number;
+      /** Of the broker's CPU per request, its JIT compiler threads' (still warming, not per-request work). */
+      brokerJit: number;
       p50: number;
       p99: number;
     }
@@ -214,6 +221,7 @@ try {
         seconds,
         perRequest,
         inferenceMs: (after.inferenceMs - before.inferenceMs) / n,
+        brokerJit: (after.brokerJit - before.brokerJit) / n,
         p50: percentile(latencies, 50),
         p99: percentile(latencies, 99),
       });
@@ -272,12 +280,13 @@ try {
     console.log(
       `idle background, CPU ms per second: ${Object.entries(idlePerSecond)
         .map(([k, v]) => `${k} ${v.toFixed(0)}`)
-        .join(", ")}\n`,
+        .join(", ")} (of the broker's, its JIT compiler ${idleBrokerJit.toFixed(0)})\n`,
     );
     const names = Object.keys(rows[0]!.perRequest);
     console.log(`| CPU ms per request | ${rows.map((r) => `${r.offered} req/s offered`).join(" | ")} |`);
     console.log(`| --- | ${rows.map(() => "---").join(" | ")} |`);
     for (const name of names) console.log(`| ${name} | ${rows.map((r) => fmt(r.perRequest[name]!)).join(" | ")} |`);
+    console.log(`| of the broker's, its JIT compiler (warm-up left over) | ${rows.map((r) => fmt(r.brokerJit)).join(" | ")} |`);
     console.log(`| of which inference (session.run, worker metric) | ${rows.map((r) => fmt(r.inferenceMs)).join(" | ")} |`);
     // session.run runs on the worker's inference thread with 1 intra-op thread: its wall time is its
     // CPU time on an idle machine. On a busy one (other processes on the cores) wall time counts
@@ -289,6 +298,7 @@ try {
     console.log(`| path CPU excluding inference as the worker's metric times it (wall) | ${byMetric.map(fmt).join(" | ")} |`);
     const pathCpu = rows.map((r) => outside(r.perRequest));
     console.log(`| **path CPU excluding inference (gateway + worker main thread + broker)** | ${pathCpu.map((x) => `**${fmt(x)}**`).join(" | ")} |`);
+    console.log(`| the same less the broker's JIT compiler | ${rows.map((r, k) => fmt(pathCpu[k]! - r.brokerJit)).join(" | ")} |`);
     const marginalPath = rows.map((r) => outside(r.marginal));
     console.log(`| path CPU excluding inference and the idle background (marginal) | ${marginalPath.map(fmt).join(" | ")} |`);
     console.log(`| answered / failed | ${rows.map((r) => `${r.answered} / ${r.failed}`).join(" | ")} |`);

@@ -48,3 +48,31 @@ export async function pidListeningOn(port: number): Promise<number | undefined> 
   }
   return undefined;
 }
+
+/** A JVM's CPU split by thread kind, in ms: its JIT compiler threads, its garbage collector's, and all the rest. */
+export interface JvmCpuMs {
+  readonly total: number;
+  readonly compiler: number;
+  readonly gc: number;
+}
+
+/**
+ * CPU ms of JVM `pid`, split by thread name (/proc/<pid>/task/<tid>/comm, cut to 15 characters by
+ * Linux): HotSpot's "C1 CompilerThread<n>" / "C2 CompilerThread<n>" and "GC Thread#<n>" (also G1's
+ * "G1 Conc#<n>", "G1 Refine#<n>", "G1 Service"). Threads that ended are in the process total only.
+ */
+export async function jvmCpuMs(pid: number): Promise<JvmCpuMs> {
+  const total = await processCpuMs(pid);
+  let compiler = 0;
+  let gc = 0;
+  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+    const comm = (await readFile(`/proc/${pid}/task/${tid}/comm`, "utf8").catch(() => "")).trim();
+    const isCompiler = /^C[12] CompilerThre/.test(comm);
+    const isGc = /^(GC Thread#|G1 )/.test(comm);
+    if (!isCompiler && !isGc) continue;
+    const ms = await statCpuMs(`/proc/${pid}/task/${tid}/stat`).catch(() => 0);
+    if (isCompiler) compiler += ms;
+    else gc += ms;
+  }
+  return { total, compiler, gc };
+}

@@ -5,9 +5,11 @@
  *     worker's own layout (its inference threads, all busy at once), before and after the served
  *     phase, so a machine that slows down or speeds up meanwhile weighs on both sides alike;
  *  2. sustained useful tokens/s through gateway → Kafka → worker → reply, requests of 8 texts with
- *     lengths uniform over 8–128 tokens, closed loop, measured after a warm-up long enough for the
- *     broker's JIT (a cold broker's compiler threads take a tenth of two cores at first), with the
- *     CPU each process used meanwhile, from /proc;
+ *     lengths uniform over 8–128 tokens, closed loop, measured after a warm-up that lasts until the
+ *     broker's JIT compiler has gone quiet (its C1/C2 threads take a tenth of two cores at first and
+ *     still 30–55 CPU ms/s after 90 s of this load), with the CPU each process used meanwhile, from
+ *     /proc (the broker's split into its JIT compiler, its collector and the rest), and the batches
+ *     the worker ran meanwhile, from its metrics;
  *  3. latency the path adds at light load (one request at a time): end to end minus inference.
  * The ceiling is the faster layout's mean of its before and after figures. Prints figures and
  * ratios; asserts nothing (a benchmark, not a test).
@@ -17,7 +19,9 @@
  * asks for nothing.
  *
  * Env: KAFKA_BROKERS (default: a scratch broker on a free port), BENCH_SECONDS (30, measured),
- * BENCH_WARMUP_SECONDS (90, the same load before), BENCH_CONCURRENCY (16), BENCH_ENCODING
+ * BENCH_WARMUP_SECONDS (90, the least warm-up), BENCH_JIT_QUIET (10: warm-up goes on until the
+ * broker's JIT compiler used under this many CPU ms/s in each of the last four 5 s ticks),
+ * BENCH_WARMUP_MAX_SECONDS (420, the most warm-up), BENCH_CONCURRENCY (16), BENCH_ENCODING
  * (float32_le | values), BENCH_WORKER_THREADS and BENCH_WORKER_INTRA_OP (the worker's layout;
  * default its own defaults for this machine's cores).
  */
@@ -32,11 +36,16 @@ import { createTextTokenizer } from "@shoal/worker/runtime/text-tokenizer";
 import { startCluster, type TestCluster } from "../harness/cluster.ts";
 import { clientsFor } from "../harness/clients.ts";
 import { benchBroker } from "./bench-broker.ts";
-import { mainThreadCpuMs, pidListeningOn, processCpuMs } from "./cpu-counters.ts";
+import { jvmCpuMs, mainThreadCpuMs, pidListeningOn, processCpuMs } from "./cpu-counters.ts";
+import { scrape } from "../harness/prometheus.ts";
 import { percentile, raggedRequests } from "./workload.ts";
 
 const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 30);
 const WARMUP_SECONDS = Number(process.env["BENCH_WARMUP_SECONDS"] ?? 90);
+// The broker's JIT compiler is still busy long after 90 s of this load on two cores (C2 at 30-55
+// CPU ms/s, half the broker's CPU, until about 200 s): warm-up goes on until it has been quiet.
+const JIT_QUIET_MS_PER_S = Number(process.env["BENCH_JIT_QUIET"] ?? 10);
+const WARMUP_MAX_SECONDS = Number(process.env["BENCH_WARMUP_MAX_SECONDS"] ?? 420);
 const CONCURRENCY = Number(process.env["BENCH_CONCURRENCY"] ?? 16);
 const CORES = availableParallelism();
 const ENCODING_NAME = process.env["BENCH_ENCODING"] ?? "float32_le";
@@ -74,16 +83,40 @@ async function ceilings(spec: ModelSpec, batches: readonly number[][], when: str
   return { single, worker };
 }
 
+/** The worker's batch counters, summed over models and labels (Prometheus text). */
+async function batchCounters(metricsUrl: string): Promise<Record<string, number>> {
+  const { text } = await scrape(metricsUrl);
+  const sum = (prefix: string, label = ""): number =>
+    text
+      .split("\n")
+      .filter((l) => l.startsWith(prefix) && (l[prefix.length] === "{" || l[prefix.length] === " ") && l.includes(label))
+      .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
+  return {
+    batches: sum("shoal_worker_batch_tokens_count"),
+    usefulTokens: sum("shoal_worker_batch_tokens_sum"),
+    paddedTokens: sum("shoal_worker_padded_tokens_total"),
+    closedFull: sum("shoal_worker_batches_total", `reason="full"`),
+  };
+}
+
 /** CPU ms of each process of the path, and of this driver. */
 async function cpuNow(pids: { gateway: number; worker: number; broker: number | undefined }): Promise<Record<string, number>> {
   const [gateway, worker, workerMain, brokerMs] = await Promise.all([
     processCpuMs(pids.gateway),
     processCpuMs(pids.worker),
     mainThreadCpuMs(pids.worker),
-    pids.broker === undefined ? Promise.resolve(Number.NaN) : processCpuMs(pids.broker),
+    pids.broker === undefined ? Promise.resolve({ total: Number.NaN, compiler: Number.NaN, gc: Number.NaN }) : jvmCpuMs(pids.broker),
   ]);
   const self = process.cpuUsage();
-  return { gateway, workerMain, workerOther: worker - workerMain, broker: brokerMs, driver: (self.user + self.system) / 1000 };
+  return {
+    gateway,
+    workerMain,
+    workerOther: worker - workerMain,
+    broker: brokerMs.total,
+    brokerJit: brokerMs.compiler,
+    brokerGc: brokerMs.gc,
+    driver: (self.user + self.system) / 1000,
+  };
 }
 
 try {
@@ -123,6 +156,8 @@ try {
   let served = 0;
   let answered = 0;
   let servedSeconds = 0;
+  let warmedSeconds = 0;
+  let batchesServed: Record<string, number> = {};
   let cpu: Record<string, number> = {};
   const added: number[] = [];
   const e2e: number[] = [];
@@ -130,15 +165,21 @@ try {
   try {
     const model = cluster.modelIds[0]!;
     const { inference } = clientsFor(cluster.urls[0]!, "connect");
+    const workerLine = await cluster.workers[0]!.waitForLog((l) => l.msg === "worker pulling jobs");
+    const workerMetrics = `http://127.0.0.1:${String(workerLine["httpPort"])}/metrics`;
+    let batchesAtCount: Record<string, number> = {};
     const pids = { gateway: cluster.gateways[0]!.pid, worker: cluster.workers[0]!.pid, broker: await pidListeningOn(brokerPort) };
 
-    log(`==> 2/4 sustained load: ${CONCURRENCY} requests in flight, ${WARMUP_SECONDS} s of warm-up, then ${SECONDS} s measured`);
+    log(
+      `==> 2/4 sustained load: ${CONCURRENCY} requests in flight, at least ${WARMUP_SECONDS} s of warm-up and until the broker's JIT compiler has used under ${JIT_QUIET_MS_PER_S} CPU ms/s for 20 s (at most ${WARMUP_MAX_SECONDS} s), then ${SECONDS} s measured`,
+    );
     let next = 0;
     let usefulTokens = 0;
     let counting = false;
     const t0 = performance.now();
     const warmEnd = t0 + WARMUP_SECONDS * 1_000;
-    const stopAt = warmEnd + SECONDS * 1_000;
+    const warmMaxEnd = t0 + Math.max(WARMUP_SECONDS, WARMUP_MAX_SECONDS) * 1_000;
+    let stopAt = Number.POSITIVE_INFINITY;
     let tCount = warmEnd;
     let cpuAtCount: Record<string, number> = {};
     const loop = async (): Promise<void> => {
@@ -151,32 +192,42 @@ try {
         }
       }
     };
-    // Every 5 s: the rate so far, and the broker's CPU over the last 5 s (it falls as its JIT warms).
-    let lastBroker = pids.broker === undefined ? Number.NaN : await processCpuMs(pids.broker);
-    let lastAt = performance.now();
+    // Every 5 s: the rate so far, and the broker's CPU and its JIT compiler's over the last 5 s.
+    const brokerNow = async (): Promise<{ total: number; compiler: number }> =>
+      pids.broker === undefined ? { total: Number.NaN, compiler: 0 } : await jvmCpuMs(pids.broker);
+    let last = { ...(await brokerNow()), at: performance.now() };
+    const jitRates: number[] = [];
     const progress = setInterval(() => {
       void (async () => {
         const now = performance.now();
-        const brokerMs = pids.broker === undefined ? Number.NaN : await processCpuMs(pids.broker);
-        const brokerRate = ((brokerMs - lastBroker) / (now - lastAt)) * 1000;
-        [lastBroker, lastAt] = [brokerMs, now];
-        if (!counting && now >= warmEnd) {
+        const b = await brokerNow();
+        const brokerRate = ((b.total - last.total) / (now - last.at)) * 1000;
+        const jitRate = ((b.compiler - last.compiler) / (now - last.at)) * 1000;
+        last = { ...b, at: now };
+        jitRates.push(jitRate);
+        const jitQuiet = jitRates.length >= 4 && jitRates.slice(-4).every((r) => r < JIT_QUIET_MS_PER_S);
+        if (!counting && now >= warmEnd && (jitQuiet || now >= warmMaxEnd)) {
           counting = true;
           tCount = now;
-          cpuAtCount = await cpuNow(pids);
-          log("   warm-up done, measuring");
+          stopAt = now + SECONDS * 1_000;
+          [cpuAtCount, batchesAtCount] = await Promise.all([cpuNow(pids), batchCounters(workerMetrics)]);
+          warmedSeconds = (now - t0) / 1000;
+          log(
+            `   warm-up done after ${warmedSeconds.toFixed(0)} s${jitQuiet ? "" : " (the broker's JIT still busy: BENCH_WARMUP_MAX_SECONDS reached)"}, measuring`,
+          );
         } else {
           const phase = counting
             ? `${((now - tCount) / 1000).toFixed(0)}s measured: ${(usefulTokens / ((now - tCount) / 1000)).toFixed(0)} useful tokens/s`
             : `${((now - t0) / 1000).toFixed(0)}s warm-up`;
-          log(`   ${phase}; broker ${brokerRate.toFixed(0)} CPU ms/s`);
+          log(`   ${phase}; broker ${brokerRate.toFixed(0)} CPU ms/s, of it its JIT compiler ${jitRate.toFixed(0)}`);
         }
       })();
     }, 5_000);
     await Promise.all(Array.from({ length: CONCURRENCY }, loop));
     clearInterval(progress);
     servedSeconds = (performance.now() - tCount) / 1000;
-    const cpuAtEnd = await cpuNow(pids);
+    const [cpuAtEnd, batchesAtEnd] = await Promise.all([cpuNow(pids), batchCounters(workerMetrics)]);
+    batchesServed = Object.fromEntries(Object.entries(batchesAtEnd).map(([k, v]) => [k, v - (batchesAtCount[k] ?? Number.NaN)]));
     cpu = Object.fromEntries(Object.entries(cpuAtEnd).map(([k, v]) => [k, (v - (cpuAtCount[k] ?? Number.NaN)) / servedSeconds]));
     served = usefulTokens / servedSeconds;
 
@@ -219,12 +270,18 @@ ${
     : `${row(`raw useful tokens/s, the worker's ${WORKER_THREADS} x ${WORKER_INTRA_OP}, before / after`, `${before.worker!.toFixed(0)} / ${after.worker!.toFixed(0)}`)}
 `
 }${row("ceiling: the faster layout, mean of before and after", ceiling.toFixed(0))}
-${row(`served useful tokens/s, ${SECONDS} s after ${WARMUP_SECONDS} s of warm-up`, served.toFixed(0))}
+${row(`served useful tokens/s, ${SECONDS} s after ${warmedSeconds.toFixed(0)} s of warm-up`, served.toFixed(0))}
 ${row("**served / ceiling**", (served / ceiling).toFixed(3))}
+${row(`served / (ceiling × the worker process's share of the ${CORES} cores): the worker on a host of its own`, (served / ((ceiling * ((cpu["workerMain"] ?? 0) + (cpu["workerOther"] ?? 0))) / (CORES * 1000))).toFixed(3))}
 ${row(`served / raw 1 x ${CORES} (the single session's mean)`, (served / singleCeiling).toFixed(3))}
+${row("batches while measured (closed full), mean useful tokens per batch", `${batchesServed["batches"]} (${batchesServed["closedFull"]}), ${((batchesServed["usefulTokens"] ?? 0) / (batchesServed["batches"] ?? 1)).toFixed(0)}`)}
+${row("the ceiling's batches (the token budget filled), mean useful tokens per batch", `${batches.length}, ${(batches.flat().reduce((a, b) => a + b, 0) / batches.length).toFixed(0)}`)}
+${row("padding while measured (padded share of the tokens computed)", (1 - (batchesServed["usefulTokens"] ?? 0) / (batchesServed["paddedTokens"] ?? 1)).toFixed(3))}
 ${row(`requests answered in ${servedSeconds.toFixed(0)}s at concurrency ${CONCURRENCY}`, String(answered))}
 ${row("CPU ms/s while measured: gateway / worker main thread / broker / driver", `${ms(cpu["gateway"])} / ${ms(cpu["workerMain"])} / ${ms(cpu["broker"])} / ${ms(cpu["driver"])}`)}
+${row("CPU ms/s while measured: the broker's JIT compiler / its garbage collector", `${ms(cpu["brokerJit"])} / ${ms(cpu["brokerGc"])}`)}
 ${row("CPU ms/s while measured: the worker's other threads (inference, GC, I/O)", ms(cpu["workerOther"]))}
+${row(`CPU ms/s while measured: none of these (idle, or other processes), of ${CORES * 1000}`, ms(CORES * 1000 - nonInference - (cpu["workerOther"] ?? 0)))}
 ${row(`the path's share of the ${CORES} cores (the four above ÷ ${CORES * 1000} ms/s)`, (nonInference / (CORES * 1000)).toFixed(3))}
 ${row("light load, 8 texts: added latency p50 ms (e2e − inference)", percentile(added, 50).toFixed(2))}
 ${row("light load, 8 texts: added latency p99 ms", percentile(added, 99).toFixed(2))}
