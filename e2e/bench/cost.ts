@@ -20,7 +20,6 @@
  * export), BENCH_WORKER_THREADS (the worker's inference threads, 1 intra-op each; default 1, the
  * worker's own default on 2 cores is 2: the direct ceiling then runs as many threads at once).
  */
-import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { readModelDir } from "@shoal/common/model-manifest";
 import { ensureMavenModel, ensureModel, isPresetName } from "@shoal/models";
@@ -32,7 +31,7 @@ import { benchBroker } from "./bench-broker.ts";
 import { clientsFor } from "../harness/clients.ts";
 import { scrape } from "../harness/prometheus.ts";
 import { jvmCpuMs, mainThreadCpuMs, pidListeningOn, processCpuMs } from "./cpu-counters.ts";
-import { formatSummary, summarize } from "./cpuprofile-summary.ts";
+import { summarizeProfileDirs } from "./cpuprofile-summary.ts";
 import { percentile } from "./workload.ts";
 
 const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 10);
@@ -318,14 +317,7 @@ tiny requests served ÷ the direct ceiling of the same ${WORKER_THREADS} inferen
   } finally {
     await cluster.stop();
   }
-  if (PROFILE_DIR !== undefined) {
-    for (const name of ["gateway", "worker"]) {
-      for (const file of (await readdir(join(PROFILE_DIR, name)).catch(() => [] as string[])).filter((f) => f.endsWith(".cpuprofile"))) {
-        const profile = JSON.parse(await readFile(join(PROFILE_DIR, name, file), "utf8")) as Parameters<typeof summarize>[0];
-        console.log(`\n${formatSummary(`${name} (${file})`, summarize(profile))}`);
-      }
-    }
-  }
+  if (PROFILE_DIR !== undefined) for (const summary of await summarizeProfileDirs(PROFILE_DIR, ["gateway", "worker"])) console.log(`\n${summary}`);
 } finally {
   await broker?.stop();
 }

@@ -3,7 +3,8 @@
  * package, a Shoal service, Node's internals, GC, idle) and the hottest functions.
  *   node --import tsx e2e/bench/cpuprofile-summary.ts FILE.cpuprofile [...]
  */
-import { readFile } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
 
 interface ProfileNode {
   readonly id: number;
@@ -81,6 +82,18 @@ export function formatSummary(label: string, s: ProfileSummary, top = 12): strin
   lines.push("", "| function (self time) | share |", "| --- | --- |");
   for (const f of s.topFunctions.filter((f) => !f.name.startsWith("(idle)")).slice(0, top)) lines.push(`| \`${f.name}\` | ${pct(f.ms)} |`);
   return lines.join("\n");
+}
+
+/** The summaries of every profile under `dir`/<name> for each name (a bench's `BENCH_PROFILE` folders), in order. */
+export async function summarizeProfileDirs(dir: string, names: readonly string[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const name of names) {
+    for (const file of (await readdir(join(dir, name)).catch(() => [] as string[])).filter((f) => f.endsWith(".cpuprofile"))) {
+      const profile = JSON.parse(await readFile(join(dir, name, file), "utf8")) as CpuProfile;
+      out.push(formatSummary(`${name} (${file})`, summarize(profile)));
+    }
+  }
+  return out;
 }
 
 if (import.meta.main) {

@@ -23,9 +23,12 @@
  * broker's JIT compiler used under this many CPU ms/s in each of the last four 5 s ticks),
  * BENCH_WARMUP_MAX_SECONDS (420, the most warm-up), BENCH_CONCURRENCY (16), BENCH_ENCODING
  * (float32_le | values), BENCH_WORKER_THREADS and BENCH_WORKER_INTRA_OP (the worker's layout;
- * default its own defaults for this machine's cores).
+ * default its own defaults for this machine's cores), BENCH_PROFILE (a folder: gateway and worker
+ * run under --cpu-prof, their profiles summarised by package and function at the end; the whole
+ * run, warm-up included).
  */
 import { availableParallelism } from "node:os";
+import { join } from "node:path";
 import { readModelDir, type ModelSpec } from "@shoal/common/model-manifest";
 import { ensureModel } from "@shoal/models";
 import { VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
@@ -38,6 +41,7 @@ import { clientsFor } from "../harness/clients.ts";
 import { benchBroker } from "./bench-broker.ts";
 import { jvmCpuMs, mainThreadCpuMs, pidListeningOn, processCpuMs } from "./cpu-counters.ts";
 import { scrape } from "../harness/prometheus.ts";
+import { summarizeProfileDirs } from "./cpuprofile-summary.ts";
 import { percentile, raggedRequests } from "./workload.ts";
 
 const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 30);
@@ -48,6 +52,7 @@ const JIT_QUIET_MS_PER_S = Number(process.env["BENCH_JIT_QUIET"] ?? 10);
 const WARMUP_MAX_SECONDS = Number(process.env["BENCH_WARMUP_MAX_SECONDS"] ?? 420);
 const CONCURRENCY = Number(process.env["BENCH_CONCURRENCY"] ?? 16);
 const CORES = availableParallelism();
+const PROFILE_DIR = process.env["BENCH_PROFILE"];
 const ENCODING_NAME = process.env["BENCH_ENCODING"] ?? "float32_le";
 if (ENCODING_NAME !== "float32_le" && ENCODING_NAME !== "values") throw new Error(`BENCH_ENCODING must be float32_le or values, not ${ENCODING_NAME}`);
 const ENCODING = ENCODING_NAME === "values" ? VectorEncoding.UNSPECIFIED : VectorEncoding.FLOAT32_LE;
@@ -143,6 +148,8 @@ try {
   const before = await ceilings(spec, batches, "before");
 
   log(`==> starting gateway + worker processes (the worker: ${WORKER_THREADS} inference thread(s) x ${WORKER_INTRA_OP} intra-op)`);
+  const prof = (name: string): Record<string, string> =>
+    PROFILE_DIR === undefined ? {} : { SHOAL_NODE_ARGS: `--cpu-prof --cpu-prof-dir=${join(PROFILE_DIR, name)}` };
   const cluster = await startCluster({
     presets: ["mini"],
     partitions: 8,
@@ -150,7 +157,9 @@ try {
       SHOAL_INFERENCE_THREADS: String(WORKER_THREADS),
       SHOAL_INTRA_OP_THREADS: String(WORKER_INTRA_OP),
       LOG_LEVEL: process.env["BENCH_WORKER_LOG"] ?? "info",
+      ...prof("worker"),
     },
+    gatewayEnv: prof("gateway"),
   });
   current = cluster;
   let served = 0;
@@ -289,6 +298,7 @@ ${row("light load, 8 texts: end-to-end p50 ms", percentile(e2e, 50).toFixed(2))}
 ${row("light load, 1 short text: added latency p50 ms", percentile(single, 50).toFixed(2))}
 ${row("light load, 1 short text: added latency p99 ms", percentile(single, 99).toFixed(2))}
 `);
+  if (PROFILE_DIR !== undefined) for (const summary of await summarizeProfileDirs(PROFILE_DIR, ["gateway", "worker"])) console.log(`\n${summary}`);
 } finally {
   await broker?.stop();
 }
