@@ -20,7 +20,6 @@
  * export), BENCH_WORKER_THREADS (the worker's inference threads, 1 intra-op each; default 1, the
  * worker's own default on 2 cores is 2: the direct ceiling then runs as many threads at once).
  */
-import { join } from "node:path";
 import { readModelDir } from "@shoal/common/model-manifest";
 import { ensureMavenModel, ensureModel, isPresetName } from "@shoal/models";
 import { VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
@@ -31,7 +30,7 @@ import { benchBroker } from "./bench-broker.ts";
 import { clientsFor } from "../harness/clients.ts";
 import { scrape } from "../harness/prometheus.ts";
 import { jvmCpuMs, mainThreadCpuMs, pidListeningOn, processCpuMs } from "./cpu-counters.ts";
-import { summarizeProfileDirs } from "./cpuprofile-summary.ts";
+import { profileEnv, summarizeProfileDirs } from "./cpuprofile-summary.ts";
 import { percentile } from "./workload.ts";
 
 const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 10);
@@ -88,13 +87,11 @@ try {
   await threads.close();
 
   log(`==> starting gateway + worker processes (${WORKER_THREADS} inference thread(s) x 1 intra-op)`);
-  const prof = (name: string): Record<string, string> =>
-    PROFILE_DIR === undefined ? {} : { SHOAL_NODE_ARGS: `--cpu-prof --cpu-prof-dir=${join(PROFILE_DIR, name)}` };
   const cluster = await startCluster({
     presets: preset ? [MODEL] : [],
     entries: preset ? [] : [{ dir: modelDir, fields: { id: MODEL } }],
-    workerEnv: { SHOAL_INFERENCE_THREADS: String(WORKER_THREADS), SHOAL_INTRA_OP_THREADS: "1", ...prof("worker") },
-    gatewayEnv: prof("gateway"),
+    workerEnv: { SHOAL_INFERENCE_THREADS: String(WORKER_THREADS), SHOAL_INTRA_OP_THREADS: "1", ...profileEnv(PROFILE_DIR, "worker") },
+    gatewayEnv: profileEnv(PROFILE_DIR, "gateway"),
   });
   current = cluster;
   try {

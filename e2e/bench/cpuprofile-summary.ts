@@ -84,6 +84,11 @@ export function formatSummary(label: string, s: ProfileSummary, top = 12): strin
   return lines.join("\n");
 }
 
+/** A service's environment to run under --cpu-prof into `dir`/`name` (a bench's BENCH_PROFILE), or nothing without a dir. */
+export function profileEnv(dir: string | undefined, name: string): Record<string, string> {
+  return dir === undefined ? {} : { SHOAL_NODE_ARGS: `--cpu-prof --cpu-prof-dir=${join(dir, name)}` };
+}
+
 /** The summaries of every profile under `dir`/<name> for each name (a bench's `BENCH_PROFILE` folders), in order. */
 export async function summarizeProfileDirs(dir: string, names: readonly string[]): Promise<string[]> {
   const out: string[] = [];

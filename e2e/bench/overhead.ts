@@ -28,7 +28,6 @@
  * run, warm-up included).
  */
 import { availableParallelism } from "node:os";
-import { join } from "node:path";
 import { readModelDir, type ModelSpec } from "@shoal/common/model-manifest";
 import { ensureModel } from "@shoal/models";
 import { VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
@@ -40,8 +39,8 @@ import { startCluster, type TestCluster } from "../harness/cluster.ts";
 import { clientsFor } from "../harness/clients.ts";
 import { benchBroker } from "./bench-broker.ts";
 import { jvmCpuMs, mainThreadCpuMs, pidListeningOn, processCpuMs } from "./cpu-counters.ts";
-import { scrape } from "../harness/prometheus.ts";
-import { summarizeProfileDirs } from "./cpuprofile-summary.ts";
+import { histogramCount, histogramSum, scrape, total } from "../harness/prometheus.ts";
+import { profileEnv, summarizeProfileDirs } from "./cpuprofile-summary.ts";
 import { percentile, raggedRequests } from "./workload.ts";
 
 const SECONDS = Number(process.env["BENCH_SECONDS"] ?? 30);
@@ -88,19 +87,14 @@ async function ceilings(spec: ModelSpec, batches: readonly number[][], when: str
   return { single, worker };
 }
 
-/** The worker's batch counters, summed over models and labels (Prometheus text). */
+/** The worker's batch counters, summed over models. */
 async function batchCounters(metricsUrl: string): Promise<Record<string, number>> {
-  const { text } = await scrape(metricsUrl);
-  const sum = (prefix: string, label = ""): number =>
-    text
-      .split("\n")
-      .filter((l) => l.startsWith(prefix) && (l[prefix.length] === "{" || l[prefix.length] === " ") && l.includes(label))
-      .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
+  const s = await scrape(metricsUrl);
   return {
-    batches: sum("shoal_worker_batch_tokens_count"),
-    usefulTokens: sum("shoal_worker_batch_tokens_sum"),
-    paddedTokens: sum("shoal_worker_padded_tokens_total"),
-    closedFull: sum("shoal_worker_batches_total", `reason="full"`),
+    batches: histogramCount(s, "shoal_worker_batch_tokens"),
+    usefulTokens: histogramSum(s, "shoal_worker_batch_tokens"),
+    paddedTokens: total(s, "shoal_worker_padded_tokens_total"),
+    closedFull: total(s, "shoal_worker_batches_total", { reason: "full" }),
   };
 }
 
@@ -148,8 +142,6 @@ try {
   const before = await ceilings(spec, batches, "before");
 
   log(`==> starting gateway + worker processes (the worker: ${WORKER_THREADS} inference thread(s) x ${WORKER_INTRA_OP} intra-op)`);
-  const prof = (name: string): Record<string, string> =>
-    PROFILE_DIR === undefined ? {} : { SHOAL_NODE_ARGS: `--cpu-prof --cpu-prof-dir=${join(PROFILE_DIR, name)}` };
   const cluster = await startCluster({
     presets: ["mini"],
     partitions: 8,
@@ -157,9 +149,9 @@ try {
       SHOAL_INFERENCE_THREADS: String(WORKER_THREADS),
       SHOAL_INTRA_OP_THREADS: String(WORKER_INTRA_OP),
       LOG_LEVEL: process.env["BENCH_WORKER_LOG"] ?? "info",
-      ...prof("worker"),
+      ...profileEnv(PROFILE_DIR, "worker"),
     },
-    gatewayEnv: prof("gateway"),
+    gatewayEnv: profileEnv(PROFILE_DIR, "gateway"),
   });
   current = cluster;
   let served = 0;

@@ -23,18 +23,25 @@ export function total(s: Scrape, name: string, match: Record<string, string> = {
   return family.metrics.filter((m) => Object.entries(match).every(([k, v]) => m.labels?.[k] === v)).reduce((n, m) => n + Number(m.value ?? 0), 0);
 }
 
-/**
- * Observations of a histogram whose labels include `match`, read from its `_count` series (the
- * parser folds histograms into buckets and drops their labels).
- */
-export function histogramCount(s: Scrape, name: string, match: Record<string, string> = {}): number {
+/** The `_${suffix}` series of a histogram whose labels include `match`, summed (the parser folds histograms into buckets and drops their labels). */
+function histogramSeries(s: Scrape, name: string, suffix: "count" | "sum", match: Record<string, string>): number {
   let n = 0;
   for (const line of s.text.split("\n")) {
-    if (!line.startsWith(`${name}_count`)) continue;
+    if (!line.startsWith(`${name}_${suffix}`)) continue;
     if (!Object.entries(match).every(([k, v]) => line.includes(`${k}="${v}"`))) continue;
     n += Number(line.slice(line.lastIndexOf(" ") + 1));
   }
   return n;
+}
+
+/** Observations of a histogram whose labels include `match`, read from its `_count` series. */
+export function histogramCount(s: Scrape, name: string, match: Record<string, string> = {}): number {
+  return histogramSeries(s, name, "count", match);
+}
+
+/** The sum of a histogram's observations whose labels include `match`, read from its `_sum` series. */
+export function histogramSum(s: Scrape, name: string, match: Record<string, string> = {}): number {
+  return histogramSeries(s, name, "sum", match);
 }
 
 /** Whether a metric family is exposed. */

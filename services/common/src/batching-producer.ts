@@ -232,7 +232,6 @@ export function createBatchingProducer(
 
   async function sendQueued(): Promise<void> {
     const batch = queue.splice(0, MAX_RECORDS_PER_REQUEST);
-    const byTopic = groupByTopic(batch);
     try {
       await sendComplete(batch);
     } catch (err) {
@@ -241,6 +240,7 @@ export function createBatchingProducer(
       if (err instanceof ProduceStuckError) return refuse(batch, err, "a produce request is stuck (partition leader silent?)");
       if (isSequenceDesync(err)) return refuse(batch, err, "producer sequence out of step with the partition leader");
       if (isRequestTimeout(err)) return refuse(batch, err, "a produce request timed out (partition leader unreachable?)");
+      const byTopic = groupByTopic(batch);
       if (byTopic.size === 1) {
         log.warn({ err, records: batch.length }, "produce failed");
         return refuse(batch, err, "a produce request failed");
