@@ -1,12 +1,11 @@
 /**
  * Shoal gateways and workers on network-namespace hosts (see netns.ts): the same entry points and
- * settings as cluster.ts, each process started through `ip netns exec <ns> node ...` (which execs,
+ * settings as cluster.ts (`serviceEntry`), each process started through `ip netns exec <ns> node ...` (which execs,
  * so the child's pid is node's and signals reach the service itself). Gateways listen on their
  * host's address, port 8080; workers' health/metrics on theirs, port 9464.
  */
-import { resolve } from "node:path";
 import type { Host } from "./netns.ts";
-import { REPO_ROOT, SERVICE_NODE_FLAGS, ServiceProcess } from "./service-process.ts";
+import { SERVICE_NODE_FLAGS, ServiceProcess, serviceEntry } from "./service-process.ts";
 
 export const GATEWAY_PORT = 8080;
 export const WORKER_HTTP_PORT = 9464;
@@ -19,8 +18,7 @@ export interface HostedService {
 }
 
 function startOn(kind: "gateway" | "worker", host: Host, name: string, env: Record<string, string>): ServiceProcess {
-  const entry = resolve(REPO_ROOT, `services/${kind}/src/main.ts`);
-  return ServiceProcess.spawn(name, "ip", host.argv(process.execPath, [...SERVICE_NODE_FLAGS, "--import", "tsx", entry]), { LOG_LEVEL: "info", ...env });
+  return ServiceProcess.spawn(name, "ip", host.argv(process.execPath, [...SERVICE_NODE_FLAGS, ...serviceEntry(kind)]), { LOG_LEVEL: "info", ...env });
 }
 
 /** Common settings: the brokers and the catalog. */

@@ -6,11 +6,12 @@
  * be bundled (native addons, packages that load files or modules by computed path) stay external
  * and are copied into the image's node_modules by `prodModules()`.
  *
- *   npm run build:services            # → dist/
+ *   npm run build:services            # → dist/ (with the sidecar's Python files and the built console beside)
  *   npm run build:services -- --out x # → x/
  */
 import { build } from "esbuild";
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { cp, mkdir, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "../..");
@@ -39,8 +40,24 @@ const ENTRIES = [
 /** CommonJS dependencies inside an ESM bundle still call `require` for Node built-ins. */
 const BANNER = `import { createRequire as __shoalCreateRequire } from "node:module"; const require = __shoalCreateRequire(import.meta.url);`;
 
-/** Builds the three bundles into `outDir` (emptied first) and returns their paths. */
-export async function buildServices(outDir = join(REPO_ROOT, "dist")): Promise<string[]> {
+/**
+ * Files the services read beside their code, copied beside the bundles with `assets`, where the
+ * services look first (`firstExisting`): the PyTorch sidecar's Python files, and the web console when
+ * it is built (`services/console/dist`). The image leaves them out: it has no PyTorch, and it sets
+ * SHOAL_CONSOLE_DIR to a console of its own.
+ */
+const ASSETS = [
+  { from: "services/sidecar-pytorch/sidecar.py", to: "sidecar-pytorch/sidecar.py", required: true },
+  { from: "services/sidecar-pytorch/frames.py", to: "sidecar-pytorch/frames.py", required: true },
+  { from: "services/console/dist", to: "console", required: false },
+] as const;
+
+/**
+ * Builds the three bundles into `outDir` (emptied first) and returns their paths; with `assets`,
+ * copies ASSETS beside them, so `node <outDir>/worker.js` runs sidecar models and the gateway
+ * serves the console as from the sources.
+ */
+export async function buildServices(outDir = join(REPO_ROOT, "dist"), opts: { readonly assets?: boolean } = {}): Promise<string[]> {
   await rm(outDir, { recursive: true, force: true });
   await mkdir(outDir, { recursive: true });
   const outputs: string[] = [];
@@ -64,6 +81,13 @@ export async function buildServices(outDir = join(REPO_ROOT, "dist")): Promise<s
     outputs.push(...Object.keys(result.metafile.outputs).filter((f) => f.endsWith(entry.ext)));
   }
   await writeFile(join(outDir, "package.json"), `${JSON.stringify({ type: "module", private: true }, null, 2)}\n`);
+  if (opts.assets === true) {
+    for (const a of ASSETS) {
+      const from = join(REPO_ROOT, a.from);
+      if (!a.required && !existsSync(from)) continue;
+      await cp(from, join(outDir, a.to), { recursive: true });
+    }
+  }
   return outputs;
 }
 
@@ -71,6 +95,6 @@ if (import.meta.main) {
   const i = process.argv.indexOf("--out");
   const out = i > 0 ? resolve(process.argv[i + 1] ?? "dist") : join(REPO_ROOT, "dist");
   const started = performance.now();
-  const files = await buildServices(out);
+  const files = await buildServices(out, { assets: true });
   process.stdout.write(`built ${files.join(", ")} in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
 }

@@ -1,3 +1,4 @@
+export { firstExisting } from "./asset-path.ts";
 export { createLogger, type Logger } from "./logger.ts";
 export { createKafka, shareSecurity, type KafkaSaslSettings, type KafkaSettings, type KafkaTlsSettings } from "./kafka.ts";
 export { readKafkaSettings } from "./kafka-settings.ts";

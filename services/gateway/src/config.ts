@@ -1,7 +1,7 @@
 import { createPrivateKey, randomBytes, X509Certificate, type KeyObject } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { EnvReader, parseConfigText, readClusterKeys, readKafkaSettings, type KafkaSettings } from "@shoal/common";
+import { EnvReader, firstExisting, parseConfigText, readClusterKeys, readKafkaSettings, type KafkaSettings } from "@shoal/common";
 import type { ConnectionLimits } from "./connection-limits.ts";
 import { readDispatchConfig, type DispatchConfig } from "./dispatch/dispatch-config.ts";
 import { checkDuplicateKeys, parseApiKeysDocument, parseApiKeysEnv, type ApiKeySpec } from "./api-keys.ts";
@@ -135,7 +135,10 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
         maxQueuedTokens: r.int("SHOAL_MAX_QUEUED_TOKENS_BATCH", 20_000_000, { min: 1 }),
       },
     },
-    consoleDir: resolve(r.string("SHOAL_CONSOLE_DIR", resolve(import.meta.dirname, "../../console/dist"))),
+    // Beside a bundle (build:services copies a built console there), else the source tree's build.
+    consoleDir: resolve(
+      r.string("SHOAL_CONSOLE_DIR", firstExisting([resolve(import.meta.dirname, "console"), resolve(import.meta.dirname, "../../console/dist")])),
+    ),
     apiKeys,
     tls,
     dispatch: readDispatchConfig(r),

@@ -1,7 +1,7 @@
 import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Catalog, CatalogModel, Logger } from "@shoal/common";
+import { firstExisting, type Catalog, type CatalogModel, type Logger } from "@shoal/common";
 import type { Clock } from "../batching/clock.ts";
 import type { ComputeGate } from "../batching/compute-gate.ts";
 import { Residency, type Lease, type ResidencyEvent } from "../residency/residency.ts";
@@ -36,8 +36,11 @@ export async function estimateModelBytes(model: CatalogModel, sessions: number):
   return perSession * sessions;
 }
 
-/** services/sidecar-pytorch/sidecar.py, beside this package. */
-const PYTORCH_SIDECAR = fileURLToPath(new URL("../../../sidecar-pytorch/sidecar.py", import.meta.url));
+/** The PyTorch sidecar's script: beside a bundle (build:services copies it there), else services/sidecar-pytorch/sidecar.py. */
+const PYTORCH_SIDECAR = firstExisting([
+  fileURLToPath(new URL("./sidecar-pytorch/sidecar.py", import.meta.url)),
+  fileURLToPath(new URL("../../../sidecar-pytorch/sidecar.py", import.meta.url)),
+]);
 
 export interface ModelFleetDeps {
   readonly config: WorkerConfig;
