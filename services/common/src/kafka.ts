@@ -110,9 +110,14 @@ const levelNames: Record<number, "error" | "warn" | "info" | "debug"> = {
 };
 
 /**
- * kafkajs' own socket factory, plus TCP_NODELAY: without it Nagle's algorithm holds small requests
- * (a heartbeat behind a fetch, a lone produce) until the previous segment is acknowledged, which
- * showed up as multi-millisecond stalls on the request path.
+ * kafkajs' own socket factory, plus two changes:
+ * - TCP_NODELAY: without it Nagle's algorithm holds small requests (a heartbeat behind a fetch, a
+ *   lone produce) until the previous segment is acknowledged, which showed up as multi-millisecond
+ *   stalls on the request path;
+ * - a connect that kafkajs gives up on is destroyed. On its connection timeout kafkajs calls
+ *   `end()`, which waits for the connect to finish; to a broker whose packets are dropped (a network
+ *   partition) that is the kernel's SYN retries, about 127 s, each an open socket, and a process
+ *   cannot exit before they end (e2e/silent-leader.test.ts's process outlived its tests by 120 s).
  */
 const noDelaySocketFactory: ISocketFactory = ({ host, port, ssl, onConnect }) => {
   const socket = ssl
@@ -120,6 +125,8 @@ const noDelaySocketFactory: ISocketFactory = ({ host, port, ssl, onConnect }) =>
     : net.connect({ host, port }, onConnect);
   socket.setKeepAlive(true, 60_000);
   socket.setNoDelay(true);
+  const end = socket.end.bind(socket);
+  socket.end = ((...args: Parameters<typeof end>) => (socket.connecting ? socket.destroy() : end(...args))) as typeof socket.end;
   return socket;
 };
 
