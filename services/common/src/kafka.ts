@@ -119,7 +119,7 @@ const levelNames: Record<number, "error" | "warn" | "info" | "debug"> = {
  *   partition) that is the kernel's SYN retries, about 127 s, each an open socket, and a process
  *   cannot exit before they end (e2e/silent-leader.test.ts's process outlived its tests by 120 s).
  */
-const noDelaySocketFactory: ISocketFactory = ({ host, port, ssl, onConnect }) => {
+export const kafkaSocketFactory: ISocketFactory = ({ host, port, ssl, onConnect }) => {
   const socket = ssl
     ? tls.connect({ host, port, ...(net.isIP(host) ? {} : { servername: host }), ...(typeof ssl === "object" ? ssl : {}) }, onConnect)
     : net.connect({ host, port }, onConnect);
@@ -146,7 +146,7 @@ export function createKafka(settings: KafkaSettings, logger: Logger): Kafka {
     connectionTimeout: settings.connectionTimeoutMs,
     requestTimeout: settings.requestTimeoutMs,
     retry: { initialRetryTime: 100, maxRetryTime: 2_000, retries: 8 },
-    socketFactory: noDelaySocketFactory,
+    socketFactory: kafkaSocketFactory,
     logLevel: logLevel.WARN,
     logCreator:
       () =>
