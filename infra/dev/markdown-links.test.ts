@@ -38,8 +38,10 @@ test("every relative link in the repository's Markdown names a file that exists,
   assert.ok(files.includes("README.md") && files.includes("docs/benchmarks.md"), "the README and the benchmark record are checked");
   const anchors = new Map<string, Set<string>>();
   const anchorsIn = (path: string): Set<string> => {
-    let found = anchors.get(path);
-    if (!found) anchors.set(path, (found = anchorsOf(readFileSync(path, "utf8"))));
+    const known = anchors.get(path);
+    if (known) return known;
+    const found = anchorsOf(readFileSync(path, "utf8"));
+    anchors.set(path, found);
     return found;
   };
   const broken: string[] = [];
