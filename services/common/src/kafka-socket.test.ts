@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import net from "node:net";
 import { once } from "node:events";
+import { setTimeout as sleep } from "node:timers/promises";
 import { after, before, test } from "node:test";
 import { type ISocketFactoryArgs, Kafka, logLevel } from "kafkajs";
 import { kafkaSocketFactory } from "./kafka.ts";
@@ -24,7 +25,7 @@ const HOLD = `const s = require("node:net").createServer().listen({ host: "127.0
 const plain = (args: Omit<ISocketFactoryArgs, "ssl">): ISocketFactoryArgs => ({ ...args, ssl: undefined }) as unknown as ISocketFactoryArgs;
 
 const connectingAfter = async (socket: net.Socket, ms: number): Promise<boolean> => {
-  await new Promise((r) => setTimeout(r, ms));
+  await sleep(ms);
   return socket.connecting;
 };
 
@@ -32,7 +33,7 @@ before(async () => {
   holder = spawn(process.execPath, ["-e", HOLD], { stdio: ["ignore", "pipe", "inherit"] });
   const [line] = (await once(holder.stdout!, "data")) as [Buffer];
   port = Number(line.toString().trim());
-  await new Promise((r) => setTimeout(r, 100));
+  await sleep(100);
   // Fill the accept queue: connects complete until it is full, then one stays pending.
   for (let i = 0; i < 8; i++) {
     const socket = net.connect({ host: "127.0.0.1", port });
@@ -51,7 +52,7 @@ after(() => {
 test("premise: a plain socket ended while its connect is unanswered stays open (the kernel's SYN retries)", async () => {
   const socket = net.connect({ host: "127.0.0.1", port });
   socket.on("error", () => {});
-  await new Promise((r) => setTimeout(r, 100));
+  await sleep(100);
   socket.end();
   assert.equal(await connectingAfter(socket, 500), true, "still connecting 500 ms after end()");
   assert.equal(socket.destroyed, false);
@@ -62,7 +63,7 @@ test("Shoal's Kafka socket: end() on a pending connect destroys it at once", asy
   let connected = false;
   const socket = kafkaSocketFactory(plain({ host: "127.0.0.1", port, onConnect: () => (connected = true) }));
   socket.on("error", () => {});
-  await new Promise((r) => setTimeout(r, 100));
+  await sleep(100);
   assert.equal(socket.connecting, true);
   const closed = once(socket, "close");
   socket.end();
@@ -104,7 +105,7 @@ test("through kafkajs: a broker that never answers leaves no pending connect onc
   const pending = (): number => process.getActiveResourcesInfo().filter((r) => r === "ConnectWrap").length;
   const before = pending();
   await assert.rejects(admin.connect(), /timeout/i);
-  await new Promise((r) => setTimeout(r, 200));
+  await sleep(200);
   assert.equal(pending(), before, `pending connects left behind: ${pending() - before}`);
   await admin.disconnect();
 });
