@@ -21,6 +21,11 @@ export interface ClusterOptions {
   readonly modelFields?: Readonly<Record<string, string>>;
   /** Catalog entries with fields of their own (an id, a runtime), served besides the above. */
   readonly entries?: readonly CatalogEntry[];
+  /**
+   * Composite models (catalog `biEncoder` / `zeroShot` entries, e.g. `{ id, biEncoder: { embedder } }`)
+   * served in the test pool over the embedders above.
+   */
+  readonly composites?: readonly Readonly<Record<string, unknown>>[];
   /** Partitions of the pool's jobs topics (default: 1 with share intake, 4 with group intake). */
   readonly partitions?: number;
   /** How workers take jobs (default `SHOAL_TEST_INTAKE`, else `share`). */
@@ -69,6 +74,7 @@ export async function writeCatalog(
   modelDirs: readonly string[] = [],
   entries: readonly CatalogEntry[] = [],
   jobTopics: "per-lane" | "per-model" = "per-lane",
+  composites: readonly Readonly<Record<string, unknown>>[] = [],
 ): Promise<{ path: string; pool: string; dirs: string[] }> {
   const dirs = [...(await Promise.all(presets.map((p) => ensureModel(p)))), ...modelDirs];
   const pool = `t${randomBytes(4).toString("hex")}`;
@@ -81,6 +87,8 @@ export async function writeCatalog(
   const models = [
     ...dirs.map((d) => `  - path: ${JSON.stringify(d)}\n    pool: ${pool}${fieldsOf(modelFields)}`),
     ...entries.map((e) => `  - path: ${JSON.stringify(e.dir)}\n    pool: ${pool}${fieldsOf(e.fields)}`),
+    // JSON is YAML: a composite's nested labels need no hand-written indentation.
+    ...composites.map((c) => `  - ${JSON.stringify({ ...c, pool })}`),
   ].join("\n");
   await writeFile(path, `pools:\n  ${pool}:\n    intake: ${intake}\n    partitions: ${partitions}\n    jobTopics: ${jobTopics}\nmodels:\n${models}\n`);
   return { path, pool, dirs };
@@ -98,8 +106,10 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<TestClust
     opts.modelDirs,
     opts.entries,
     opts.jobTopics,
+    opts.composites,
   );
-  const common = { KAFKA_BROKERS: opts.brokers ?? kafkaBrokers(), SHOAL_CATALOG: catalogPath };
+  // A model registry of its own per test cluster: clusters on one broker never see each other's models.
+  const common = { KAFKA_BROKERS: opts.brokers ?? kafkaBrokers(), SHOAL_CATALOG: catalogPath, SHOAL_REGISTRY_TOPIC: `shoal.registry.${pool}` };
   const workers: ServiceProcess[] = [];
   const gateways: ServiceProcess[] = [];
   let n = 0;

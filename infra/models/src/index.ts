@@ -19,6 +19,8 @@ export { buildTokenizerConfig, buildTokenizerJson } from "./tokenizer-json.ts";
 export { BERT_VOCAB_SIZE, buildVocab, SPECIAL_TOKENS } from "./vocab.ts";
 export { buildManifest, MODEL_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, writeModelDir } from "./write-model-dir.ts";
 export type { WriteOptions, WriteResult, WrittenFile } from "./write-model-dir.ts";
+export { writeHubModelDir } from "./write-hub-model-dir.ts";
+export type { CrossEncoderStyle, HubModelDirOptions, HubModelDirResult } from "./write-hub-model-dir.ts";
 export {
   ensurePretrained,
   ensurePretrainedEnv,

@@ -1,9 +1,11 @@
 import { readFile, stat } from "node:fs/promises";
-import { dirname, join, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import bytes from "bytes";
 import { parse as parseYaml } from "yaml";
 import { isJsonObject } from "./json.ts";
 import { readModelDir, type ModelSpec } from "./model-manifest.ts";
+import { locateEntry } from "./catalog-source.ts";
+import { findEmbedder, compositeSpec, isCompositeEntry, parseCompositeEntry, type CompositeEntry, type CompositeScoring } from "./composite-model.ts";
 
 /** A pool of workers: one consumer group over its own jobs topics. */
 /**
@@ -69,6 +71,15 @@ export interface CatalogModel {
   readonly memoryBytes: number | undefined;
   /** Absent means `onnx`. */
   readonly runtime?: ModelRuntime;
+  /** Model registry: where the files come from (a folder path, an `hf:` id); absent before the registry has it. */
+  readonly source?: string;
+  /** Model registry: what `source` resolved to when the model was added (folder fingerprint, Hub commit sha). */
+  readonly revision?: string;
+  /**
+   * Set for a composite (`biEncoder` / `zeroShot` entries): a reranker or classifier that scores
+   * through the named embedder of this catalog; its `spec` carries the embedder's files and limits.
+   */
+  readonly composite?: CompositeScoring;
 }
 
 export interface Catalog {
@@ -120,7 +131,12 @@ async function parseRuntime(raw: Record<string, unknown>, dir: string, env: Node
     if (raw["weights"] !== undefined) problems.push(`${where}.weights: only a sidecar runtime reads weights`);
     return { kind: "onnx" };
   }
-  const weights = raw["weights"] ?? "torch";
+  // A Hub-layout folder (config.json beside its files) is its own weights folder; a Shoal directory keeps them in torch/.
+  const hubLayout = await stat(join(dir, "config.json")).then(
+    (st) => st.isFile(),
+    () => false,
+  );
+  const weights = raw["weights"] ?? (hubLayout ? "." : "torch");
   if (typeof weights !== "string") {
     problems.push(`${where}.weights: expected a folder path`);
     return { kind: "onnx" };
@@ -164,7 +180,10 @@ export function parseByteSize(value: unknown): number | null {
  *   default: { intake: share }       # or group; partitions: 1 (share) / 8 (group) by default;
  *                                    #   jobTopics: per-lane (default) or per-model (share only)
  * models:
- *   - path: ${SHOAL_MODELS}/minilm   # a Shoal model directory (relative to this file)
+ *   - path: ${SHOAL_MODELS}/minilm   # a model folder (relative to this file): a Hugging Face
+ *                                    #   repository's layout, or one with a shoal-model.json
+ *   - source: hf:BAAI/bge-small-en-v1.5@main   # or a Hub id (HF_ENDPOINT, HF_TOKEN, fetched
+ *                                    #   into the huggingface_hub cache); id defaults to its name
  *     id: my-embedder                # optional, defaults to the manifest's id
  *     pool: default                  # optional
  *     pinned: true                   # optional: never evicted once loaded
@@ -178,6 +197,8 @@ export function parseByteSize(value: unknown): number | null {
  *       maxBatchTokens: 8192
  *       maxBatchItems: 64
  *       maxWaitMs: 2
+ *   - id: bge-small-ranker           # a composite: no path, scores through an embedder of this
+ *     biEncoder: { embedder: my-embedder }   #   catalog (or zeroShot: see composite-model.ts)
  * ```
  */
 export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process.env): Promise<Catalog> {
@@ -218,12 +239,20 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
   if (!Array.isArray(rawModels) || rawModels.length === 0) {
     problems.push(`${file}: models: expected a non-empty list`);
   } else {
+    const composites: CompositeEntry[] = [];
     const loaded = await Promise.all(
       rawModels.map(async (raw: unknown, i: number) => {
         const where = `${file}: models[${i}]`;
         if (!isJsonObject(raw)) return void problems.push(`${where}: expected a mapping`);
-        if (typeof raw["path"] !== "string") return void problems.push(`${where}.path: required string`);
-        const dir = resolve(dirname(file), expand(raw["path"], env, problems, `${where}.path`));
+        // Resolved once every embedder is read (below).
+        if (isCompositeEntry(raw)) {
+          const entry = parseCompositeEntry(raw, where, problems);
+          if (entry !== undefined) composites.push(entry);
+          return undefined;
+        }
+        const located = await locateEntry(raw, file, env, where, problems, (v, field) => expand(v, env, problems, field));
+        if (located === undefined) return undefined;
+        const dir = located.dir;
         const pool = raw["pool"] ?? DEFAULT_POOL;
         if (typeof pool !== "string" || !pools.has(pool)) problems.push(`${where}.pool: unknown pool '${String(pool)}'`);
         if (raw["id"] !== undefined && (typeof raw["id"] !== "string" || !NAME.test(raw["id"]))) {
@@ -236,10 +265,13 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
         if (memory === null) problems.push(`${where}.memory: expected a positive size such as 120MiB or a byte count`);
         const runtime = await parseRuntime(raw, dir, env, where, problems);
         try {
-          const spec = await readModelDir(dir);
-          const id = typeof raw["id"] === "string" ? raw["id"] : spec.id;
+          const givenId = typeof raw["id"] === "string" ? raw["id"] : located.defaultId;
+          const spec = await readModelDir(dir, { runtime: runtime.kind, ...(givenId === undefined ? {} : { id: givenId }) });
+          const id = givenId ?? spec.id;
           const memoryBytes = memory ?? spec.memoryBytes;
-          return { where, model: Object.freeze({ id, pool: String(pool), spec, batching, pinned: pinned === true, memoryBytes, runtime }) };
+          const from =
+            located.source === undefined ? {} : { source: located.source, ...(located.revision === undefined ? {} : { revision: located.revision }) };
+          return { where, model: Object.freeze({ id, pool: String(pool), spec, batching, pinned: pinned === true, memoryBytes, runtime, ...from }) };
         } catch (err) {
           problems.push(`${where}: ${(err as Error).message}`);
           return undefined;
@@ -250,6 +282,16 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
       if (!entry) continue;
       if (models.has(entry.model.id)) problems.push(`${entry.where}.id: duplicate model id '${entry.model.id}'`);
       models.set(entry.model.id, entry.model);
+    }
+    for (const c of composites) {
+      const embedder = findEmbedder(c, models, problems, composites);
+      if (embedder === undefined) continue;
+      if (models.has(c.id)) problems.push(`${c.where}.id: duplicate model id '${c.id}'`);
+      const spec = compositeSpec(c.id, c.scoring, embedder.spec);
+      models.set(
+        c.id,
+        Object.freeze({ id: c.id, pool: embedder.pool, spec, batching: Object.freeze({}), pinned: c.pinned, memoryBytes: undefined, composite: c.scoring }),
+      );
     }
   }
   if (problems.length > 0) throw new CatalogError(problems);

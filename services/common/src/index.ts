@@ -95,6 +95,7 @@ export {
   JOB_TOPIC_LAYOUTS,
 } from "./catalog.ts";
 export { readModelDir, ModelLoadError, type ModelSpec, type ModelTask } from "./model-manifest.ts";
+export { DEFAULT_ZERO_SHOT_TEMPERATURE, type CompositeScoring, type ZeroShotLabel } from "./composite-model.ts";
 export { Attr, SpanName } from "./telemetry/attributes.ts";
 export { startTracing, shoalTracer, traceHeaders, contextFromHeaders, type Tracing } from "./telemetry/tracing.ts";
 export { startProcessSpan, startSendSpan, type ConsumedRecord } from "./telemetry/kafka-spans.ts";
@@ -120,3 +121,50 @@ export {
   type RoutedJob,
 } from "./dispatch-policies.ts";
 export { stopKafkajsIdleLoop } from "./kafkajs-idle-loop.ts";
+export { fetchHubModel, type FetchHubModelOptions, type HubModel } from "./hub/fetch-hub-model.ts";
+export { DEFAULT_REVISION, formatHubSource, parseModelSource, type ModelSource } from "./hub/model-source.ts";
+export { DEFAULT_ONNX_FILE, SHOAL_MODEL_CONFIG_FILES, shoalModelFiles, type HubFileSelection } from "./hub/files.ts";
+export { DEFAULT_HF_ENDPOINT, readHubSettings, type HubSettings } from "./hub/settings.ts";
+export { repoFolderName } from "./hub/cache.ts";
+export type { HubProgress } from "./hub/download.ts";
+export { createProgressPrinter, formatBytes, formatHubProgress } from "./hub/progress.ts";
+export {
+  HubDownloadError,
+  HubEntryNotFoundError,
+  HubError,
+  HubGatedError,
+  HubOfflineMissError,
+  HubRepoNotFoundError,
+  HubRevisionNotFoundError,
+  HubUnavailableError,
+  ModelSourceError,
+} from "./hub/errors.ts";
+export {
+  createModelRegistry,
+  readRegistryTopic,
+  REGISTRY_TOPIC,
+  registryTopicSpec,
+  type ModelRegistry,
+  type ModelRegistryOptions,
+} from "./registry/model-registry.ts";
+export {
+  aliasKey,
+  aliasRecordValue,
+  modelKey,
+  modelRecordValue,
+  REGISTRY_NAME,
+  RegistryState,
+  type RegistryRefusal,
+} from "./registry/registry-state.ts";
+export { batchingOf } from "./registry/registry-models.ts";
+export {
+  createSourceResolver,
+  folderRevision,
+  resolveFolderSource,
+  SourceRefusedError,
+  type SourceRefusal,
+  type ModelSourceResolver,
+  type ResolvedSource,
+  type ResolveOptions,
+} from "./registry/model-source.ts";
+export { createHubSourceResolver, type HubSourceOptions } from "./registry/hub-source.ts";

@@ -96,7 +96,7 @@ describe("readModelDir", () => {
       for (const p of err.problems) assert.ok(err.message.includes(p), `message lists "${p}"`);
       assert.match(err.problems.join("\n"), /dimensions: must be an integer >= 1 \(got -1\)/);
       assert.match(err.problems.join("\n"), /tokenizer: must name a file inside the model directory/);
-      assert.match(err.problems.join("\n"), /pooling: must be one of "mean", "cls", "none" \(got "max"\)/);
+      assert.match(err.problems.join("\n"), /pooling: must be one of "mean", "cls", "none", "lasttoken" \(got "max"\)/);
     });
 
     it("reports an unknown task and still checks the common fields", async () => {

@@ -5,11 +5,15 @@
  * one pass. The format is described in infra/models/README.md.
  */
 import { readFile, stat } from "node:fs/promises";
-import { isAbsolute, join, relative, resolve } from "node:path";
+import { join, resolve } from "node:path";
+import { deriveHubManifest, HUB_CONFIG_FILE, type HubReadOptions, overlayManifest } from "./hub-layout.ts";
 import { isJsonObject, type JsonObject } from "./json.ts";
 import { ModelLoadError } from "./model-load-error.ts";
+import { describe, FieldReader, fileProblem } from "./manifest-field-reader.ts";
 
 export { ModelLoadError };
+export type { HubModelSource, HubReadOptions } from "./hub-layout.ts";
+export { hubSourceOf } from "./hub-layout.ts";
 
 /** File name of the manifest inside a model directory. */
 export const MANIFEST_FILE = "shoal-model.json";
@@ -23,10 +27,14 @@ export type ModelTask = "embed" | "rerank" | "classify";
 /** Every task, in the order problems list them. */
 export const MODEL_TASKS: readonly ModelTask[] = ["embed", "rerank", "classify"];
 
-/** How token vectors become one vector per text. `none`: the model output is already [batch, dimensions]. */
-export type Pooling = "mean" | "cls" | "none";
+/**
+ * How token vectors become one vector per text. `none`: the model output is already [batch,
+ * dimensions]; `lasttoken`: the last real token's vector (decoder embedders, whose last token
+ * has seen the whole text).
+ */
+export type Pooling = "mean" | "cls" | "lasttoken" | "none";
 
-const POOLINGS: readonly Pooling[] = ["mean", "cls", "none"];
+const POOLINGS: readonly Pooling[] = ["mean", "cls", "none", "lasttoken"];
 
 /** What turns a reranker's logit into its score: `sigmoid` gives (0, 1), `none` passes the raw logit. */
 export type ScoreActivation = "sigmoid" | "none";
@@ -89,7 +97,10 @@ interface ModelSpecBase {
   readonly pooling: Pooling;
   /** Whether callers should L2-normalise vectors (the pool never does). Always false for rerank and classify. */
   readonly normalize: boolean;
-  /** Absolute path of the ONNX file. */
+  /**
+   * Absolute path of the ONNX file; for a Hub-layout model read for a runtime sidecar
+   * (`runtime: "sidecar"`), its weights file (model.safetensors), which the worker never opens.
+   */
   readonly modelPath: string;
   readonly outputName: string;
   readonly inputNames: ModelInputNames;
@@ -97,7 +108,10 @@ interface ModelSpecBase {
   readonly tokenizerPath: string;
   /** Resident memory estimate from the manifest, if given. */
   readonly memoryBytes: number | undefined;
-  /** Provenance as written by the generator or exporter; opaque to the runtime. */
+  /**
+   * Provenance as written by the generator or exporter; opaque to the runtime. For a model derived
+   * from a Hugging Face layout, a {@link HubModelSource} (read it with `hubSourceOf`).
+   */
   readonly source: Readonly<Record<string, unknown>> | undefined;
   /**
    * `generated` or `pretrained`: the manifest's `origin`, else `generated` when `source.generator`
@@ -157,99 +171,6 @@ export interface ClassifyModelSpec extends ModelSpecBase {
 export type ModelSpec = EmbedModelSpec | RerankModelSpec | ClassifyModelSpec;
 
 type Json = JsonObject;
-
-function describe(v: unknown): string {
-  if (v === undefined) return "missing";
-  const s = JSON.stringify(v);
-  return `got ${s.length > 40 ? `${s.slice(0, 40)}…` : s}`;
-}
-
-/** Collects problems while reading fields; each problem names its field. */
-class FieldReader {
-  readonly problems: string[] = [];
-
-  string(obj: Json, key: string, field: string): string {
-    const v = obj[key];
-    if (typeof v === "string" && v.trim() !== "") return v;
-    this.problems.push(`${field}: must be a non-empty string (${describe(v)})`);
-    return "";
-  }
-
-  optionalString(obj: Json, key: string, field: string): string | undefined {
-    return obj[key] === undefined ? undefined : this.string(obj, key, field);
-  }
-
-  integer(obj: Json, key: string, field: string, min: number): number {
-    const v = obj[key];
-    if (typeof v === "number" && Number.isSafeInteger(v) && v >= min) return v;
-    this.problems.push(`${field}: must be an integer >= ${min} (${describe(v)})`);
-    return 0;
-  }
-
-  /** One of `allowed`, or undefined (and a problem) when the value is not. */
-  oneOf<T extends string>(obj: Json, key: string, field: string, allowed: readonly T[]): T | undefined {
-    const v = obj[key];
-    if (typeof v === "string" && (allowed as readonly string[]).includes(v)) return v as T;
-    this.problems.push(`${field}: must be one of ${allowed.map((a) => `"${a}"`).join(", ")} (${describe(v)})`);
-    return undefined;
-  }
-
-  /** A non-empty array of unique, non-empty strings. */
-  labels(obj: Json, key: string, field: string): string[] {
-    const v = obj[key];
-    if (!Array.isArray(v) || v.length === 0) {
-      this.problems.push(`${field}: must be a non-empty array of label names (${describe(v)})`);
-      return [];
-    }
-    const bad = v.findIndex((x) => typeof x !== "string" || x.trim() === "");
-    if (bad >= 0) {
-      this.problems.push(`${field}[${bad}]: must be a non-empty string (${describe(v[bad])})`);
-      return [];
-    }
-    const names = v as string[];
-    const dup = names.findIndex((x, i) => names.indexOf(x) !== i);
-    if (dup >= 0) {
-      this.problems.push(`${field}[${dup}]: duplicate label ${JSON.stringify(names[dup])}`);
-      return [];
-    }
-    return names;
-  }
-
-  /** Reports a field that the manifest's task must not set. */
-  forbidden(obj: Json, key: string, field: string, why: string): void {
-    if (obj[key] !== undefined) this.problems.push(`${field}: ${why} (${describe(obj[key])})`);
-  }
-
-  object(obj: Json, key: string, field: string): Json {
-    const v = obj[key];
-    if (isJsonObject(v)) return v;
-    this.problems.push(`${field}: must be an object (${describe(v)})`);
-    return {};
-  }
-
-  /** A path relative to the model directory that stays inside it. */
-  relativeFile(dir: string, obj: Json, key: string, field: string): string {
-    const name = this.string(obj, key, field);
-    if (name === "") return "";
-    const abs = resolve(dir, name);
-    const rel = relative(dir, abs);
-    if (isAbsolute(name) || rel.startsWith("..") || isAbsolute(rel)) {
-      this.problems.push(`${field}: must name a file inside the model directory (got ${JSON.stringify(name)})`);
-      return "";
-    }
-    return abs;
-  }
-}
-
-/** The problem with a file the manifest names, if any. */
-async function fileProblem(path: string, field: string): Promise<string | undefined> {
-  if (path === "") return undefined; // already reported by the field check
-  try {
-    return (await stat(path)).isFile() ? undefined : `${field}: ${path} is not a file`;
-  } catch {
-    return `${field}: ${path} does not exist`;
-  }
-}
 
 /** Task-specific fields, already validated. */
 type TaskFields =
@@ -410,28 +331,65 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
+/** The files named by a spec, as problems. */
+async function missingFiles(spec: ModelSpec, problems: string[]): Promise<void> {
+  const fileProblems = await Promise.all([fileProblem(spec.modelPath, "onnx.file"), fileProblem(spec.tokenizerPath, "tokenizer")]);
+  for (const p of fileProblems) if (p !== undefined) problems.push(p);
+}
+
+async function isFile(path: string): Promise<boolean> {
+  return stat(path).then(
+    (s) => s.isFile(),
+    () => false,
+  );
+}
+
 /**
- * Reads `<dir>/shoal-model.json`, validates it, resolves file paths and checks the files exist.
- * @throws ModelLoadError listing every problem, each naming its field, with the directory path
+ * Reads a model directory into a frozen spec. Two layouts:
+ * - a Shoal directory: `<dir>/shoal-model.json` names everything (infra/models/README.md);
+ * - a Hugging Face Hub repository (a `config.json` beside its files): everything is derived from
+ *   the repository's own files (config.json, tokenizer.json, sentence-transformers' modules.json,
+ *   Pooling, Normalize and prompt configs, the ONNX graph's inputs and outputs). A shoal-model.json
+ *   there is optional: one that is complete and valid on its own is used as is (as before);
+ *   otherwise its fields override the derived ones before validation.
+ * @param options Hub layouts only: ONNX variant, sidecar runtime, model id
+ * @throws ModelLoadError listing every problem, each naming its file and field, with the directory path
  */
-export async function readModelDir(dir: string): Promise<ModelSpec> {
+export async function readModelDir(dir: string, options: HubReadOptions = {}): Promise<ModelSpec> {
   const absDir = resolve(dir);
   const manifestPath = join(absDir, MANIFEST_FILE);
-  let text: string;
+  const hub = await isFile(join(absDir, HUB_CONFIG_FILE));
+  let text: string | undefined;
   try {
     text = await readFile(manifestPath, "utf8");
   } catch (err) {
-    throw new ModelLoadError(absDir, [`${MANIFEST_FILE}: cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`], { cause: err });
+    if (!hub) {
+      throw new ModelLoadError(absDir, [`${MANIFEST_FILE}: cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`], { cause: err });
+    }
   }
   let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (err) {
-    throw new ModelLoadError(absDir, [`${MANIFEST_FILE}: is not valid JSON (${(err as Error).message})`], { cause: err });
+  if (text !== undefined) {
+    try {
+      raw = JSON.parse(text);
+    } catch (err) {
+      throw new ModelLoadError(absDir, [`${MANIFEST_FILE}: is not valid JSON (${(err as Error).message})`], { cause: err });
+    }
+    const { spec, problems } = validateManifest(absDir, raw);
+    await missingFiles(spec, problems);
+    if (problems.length === 0) return deepFreeze(spec);
+    if (!hub) throw new ModelLoadError(absDir, problems);
+    if (!isJsonObject(raw)) throw new ModelLoadError(absDir, [`${MANIFEST_FILE}: must be a JSON object (an override of the derived fields)`]);
   }
-  const { spec, problems } = validateManifest(absDir, raw);
-  const fileProblems = await Promise.all([fileProblem(spec.modelPath, "onnx.file"), fileProblem(spec.tokenizerPath, "tokenizer")]);
-  for (const p of fileProblems) if (p !== undefined) problems.push(p);
-  if (problems.length > 0) throw new ModelLoadError(absDir, problems);
+  const derived = await deriveHubManifest(absDir, options);
+  if (derived.problems.length > 0) throw new ModelLoadError(absDir, derived.problems);
+  const merged = raw === undefined ? derived.manifest : overlayManifest(derived.manifest, raw as Json);
+  const { spec, problems } = validateManifest(absDir, merged);
+  await missingFiles(spec, problems);
+  // A field problem here comes from the override (the derived manifest is valid by construction).
+  if (problems.length > 0)
+    throw new ModelLoadError(
+      absDir,
+      problems.map((p) => (raw === undefined ? p : `${MANIFEST_FILE} (override): ${p}`)),
+    );
   return deepFreeze(spec);
 }

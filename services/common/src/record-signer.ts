@@ -17,7 +17,7 @@ import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { EnvReader } from "./env-config.ts";
 
-export type SignedKind = "job" | "result" | "cancel" | "status" | "gateway";
+export type SignedKind = "job" | "result" | "cancel" | "status" | "gateway" | "registry";
 
 export const SIGNATURE_HEADER = "shoal-sig";
 const VERSION = "v1";

@@ -104,7 +104,13 @@ function renderModels(models: readonly Model[]): void {
           m.pinned ? h("span", { class: "pin", title: "pinned: kept resident once loaded" }, "pin") : null,
           m.generated ? h("span", { class: "pin generated", title: "generated: random fixed weights, answers carry no meaning" }, "generated") : null,
         ),
-        h("td", {}, (Task[m.task] ?? "unknown").toLowerCase()),
+        h(
+          "td",
+          {},
+          (Task[m.task] ?? "unknown").toLowerCase(),
+          // How its scores are computed (a cross-encoder's sigmoid, a bi-encoder's cosine, a zero-shot softmax).
+          m.scoring ? h("div", { class: "scoring" }, m.scoring) : null,
+        ),
         h("td", { class: "num", title: m.labels.length > 0 ? `labels: ${m.labels.join(", ")}` : undefined }, m.dimensions),
         h("td", { class: "num" }, m.maxSequenceLength),
         h("td", {}, m.pool),

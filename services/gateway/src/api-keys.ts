@@ -19,16 +19,22 @@ export interface ApiKeySpec {
   readonly requests?: RateSpec;
   /** Estimated prompt tokens per second of Embed calls; no limit when absent. */
   readonly tokens?: RateSpec;
+  /** What the key may do besides inference and listing: `admin` (ModelAdminService: add, remove, alias models). */
+  readonly scopes?: readonly ApiKeyScope[];
   /** Where the key was configured (`SHOAL_API_KEYS[1]`, `keys.yaml: keys[0]`), for messages. */
   readonly source: string;
 }
+
+/** Scopes a key may carry: `admin` changes the model registry (ModelAdminService). */
+export type ApiKeyScope = "admin";
+export const API_KEY_SCOPES: readonly ApiKeyScope[] = ["admin"];
 
 // RFC 6750 b64token: what may follow "Bearer " in an authorization header.
 export const BEARER_TOKEN = /^[A-Za-z0-9._~+/-]+=*$/;
 const MIN_KEY_CHARS = 16;
 const TENANT = /^[A-Za-z0-9._-]{1,64}$/;
 const SHA256_HEX = /^[0-9a-f]{64}$/i;
-const FIELDS = new Set(["tenant", "key", "sha256", "models", "lane", "requestsPerSecond", "burst", "tokensPerSecond", "tokenBurst"]);
+const FIELDS = new Set(["tenant", "key", "sha256", "models", "lane", "requestsPerSecond", "burst", "tokensPerSecond", "tokenBurst", "scopes"]);
 
 /** SHA-256 of an API key, the form in which keys are stored and compared. */
 export function hashApiKey(key: string): Buffer {
@@ -69,6 +75,7 @@ function toSpec(fields: Record<string, unknown>, where: string, problems: string
   const lane = fields["lane"] ?? "interactive";
   if (!isLaneName(lane)) problems.push(`${where}.lane: expected interactive or batch`);
 
+  const scopes = scopesOf(fields["scopes"], where, problems);
   const requests = rate(fields, "requestsPerSecond", "burst", where, problems);
   const tokens = rate(fields, "tokensPerSecond", "tokenBurst", where, problems);
   if (problems.length > before || sha256 === undefined) return undefined;
@@ -77,10 +84,22 @@ function toSpec(fields: Record<string, unknown>, where: string, problems: string
     sha256,
     models,
     lane: lane as LaneName,
+    scopes,
     ...(requests ? { requests } : {}),
     ...(tokens ? { tokens } : {}),
     source: where,
   });
+}
+
+/** `scopes`: a list (file) or `|`-separated names (env form); each one of API_KEY_SCOPES. */
+function scopesOf(raw: unknown, where: string, problems: string[]): readonly ApiKeyScope[] {
+  if (raw === undefined) return Object.freeze([]);
+  const list = typeof raw === "string" ? raw.split("|").map((s) => s.trim()) : raw;
+  if (!Array.isArray(list) || !list.every((s): s is ApiKeyScope => (API_KEY_SCOPES as readonly unknown[]).includes(s))) {
+    problems.push(`${where}.scopes: expected a list of ${API_KEY_SCOPES.join(", ")}`);
+    return Object.freeze([]);
+  }
+  return Object.freeze([...new Set(list)]);
 }
 
 /** A positive number from a file (a number) or the env form (a numeric string). */
@@ -106,10 +125,10 @@ function rate(fields: Record<string, unknown>, rateField: string, burstField: st
 
 /**
  * Parses `SHOAL_API_KEYS`: keys separated by `,`; each `tenant=key` (or `tenant=sha256:<hex>`)
- * followed by `;name=value` options, the names of the file's fields, `models` separated by `|`:
+ * followed by `;name=value` options, the names of the file's fields, `models` and `scopes` separated by `|`:
  *
  *   acme=sk-acme-0123456789abcdef;models=embedder-a|embedder-b;lane=batch;requestsPerSecond=5;burst=10,
- *   ops=sha256:9f86d08188...;tokensPerSecond=20000
+ *   ops=sha256:9f86d08188...;tokensPerSecond=20000;scopes=admin
  */
 export function parseApiKeysEnv(raw: string, problems: string[], name = "SHOAL_API_KEYS"): ApiKeySpec[] {
   const specs: ApiKeySpec[] = [];
@@ -135,7 +154,7 @@ export function parseApiKeysEnv(raw: string, problems: string[], name = "SHOAL_A
       const field = at > 0 ? option.slice(0, at).trim() : "";
       if (field === "" || field === "tenant" || field === "key" || field === "sha256") {
         problems.push(
-          `${where}: '${field || option}' is not an option (expected name=value: models, lane, requestsPerSecond, burst, tokensPerSecond, tokenBurst)`,
+          `${where}: '${field || option}' is not an option (expected name=value: models, lane, requestsPerSecond, burst, tokensPerSecond, tokenBurst, scopes)`,
         );
         continue;
       }
@@ -150,7 +169,8 @@ export function parseApiKeysEnv(raw: string, problems: string[], name = "SHOAL_A
 
 /**
  * Parses an API keys file (YAML or JSON, already parsed into `doc`):
- * `{ keys: [{ tenant, key | sha256, models, lane, requestsPerSecond, burst, tokensPerSecond, tokenBurst }] }`.
+ * `{ keys: [{ tenant, key | sha256, models, lane, requestsPerSecond, burst, tokensPerSecond, tokenBurst, scopes }] }`
+ * (`scopes: [admin]`: the key may change the model registry).
  */
 export function parseApiKeysDocument(doc: unknown, source: string, problems: string[]): ApiKeySpec[] {
   if (!isJsonObject(doc) || !Array.isArray(doc["keys"])) {

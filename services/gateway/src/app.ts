@@ -17,9 +17,14 @@ import {
   type Logger,
   createRecordSigner,
   warnIfUnsigned,
+  createModelRegistry,
+  createHubSourceResolver,
+  createSourceResolver,
+  type ModelRegistry,
 } from "@shoal/common";
 import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
+import { ModelAdminService } from "@shoal/gen/shoal/v1/model_admin_pb.ts";
 import { ClusterService } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { Health, HealthCheckResponse_ServingStatus as Serving } from "@shoal/gen/grpc/health/v1/health_pb.ts";
 import { isLoopback, type GatewayConfig } from "./config.ts";
@@ -40,6 +45,7 @@ import { createClusterState } from "./cluster-state.ts";
 import { createInferenceService } from "./inference-service.ts";
 import { createJobProducer } from "./job-producer.ts";
 import { createModelService } from "./model-service.ts";
+import { createModelAdminService } from "./model-admin-service.ts";
 import { PendingJobs } from "./pending-jobs.ts";
 import { createDirectReplyServer } from "./direct-replies.ts";
 import { createReplyConsumer } from "./reply-consumer.ts";
@@ -141,7 +147,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     signer,
     onRejected: (reason) => metrics.statusRejected.inc({ reason }),
   });
-  const health = new HealthState([InferenceService.typeName, ModelService.typeName, ClusterService.typeName]);
+  const health = new HealthState([InferenceService.typeName, ModelService.typeName, ModelAdminService.typeName, ClusterService.typeName]);
   const metrics = createGatewayMetrics(
     () => pending.size,
     () => lagMonitor?.lag ?? new Map(),
@@ -179,6 +185,8 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
   // No key configured: authentication is off.
   const apiKeys = new ApiKeys(config.apiKeys);
   let server: DualServer | undefined;
+  // The live catalog: the YAML's pools, the models of the registry topic (docs/models.md).
+  let registry: ModelRegistry | undefined;
   let stopping: Promise<void> | undefined;
   // SHOAL_DISPATCH other than shared: this gateway picks each job's worker from its own view of the status topic.
   const dispatchConfig = config.dispatch;
@@ -196,10 +204,22 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
           onRescued: (worker) => metrics.rescued.inc({ worker: workerLabel(worker) }),
         });
 
+  // Folders, and hf: ids through the Hub client (HF_ENDPOINT, HF_TOKEN, the huggingface_hub cache).
+  const sources = createSourceResolver({ hub: createHubSourceResolver({ logger }) });
+
   async function start(): Promise<{ port: number }> {
     // An untrusted broker certificate stops the start at once, named (kafkajs would retry it ~10 s).
     await checkKafkaCertificates(config.kafka);
-    const catalog = await loadCatalog(config.catalogPath);
+    const reg = createModelRegistry(kafka, logger, {
+      catalog: await loadCatalog(config.catalogPath),
+      resolver: sources,
+      instanceId: config.instanceId,
+      signer,
+      topic: config.registryTopic,
+    });
+    registry = reg;
+    await reg.start();
+    const catalog = reg.catalog;
     await admin.connect();
     await ensureTopics(admin, [
       ...[...catalog.pools.values()].flatMap(poolTopicSpecs),
@@ -271,16 +291,21 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
         const small = { readMaxBytes: METADATA_MAX_REQUEST_BYTES };
         router.service(
           ModelService,
-          createModelService(catalog, () => cluster.workers()),
+          createModelService(
+            catalog,
+            () => cluster.workers(),
+            (id) => reg.state.aliasesOf(id),
+          ),
           small,
         );
+        router.service(ModelAdminService, createModelAdminService({ registry: reg, resolver: sources, workers: () => cluster.workers() }), small);
         router.service(
           ClusterService,
           createClusterService(cluster, () => lagMonitor?.lag ?? new Map()),
           small,
         );
         router.service(Health, createHealthService(health), small);
-        registerReflection(router, [InferenceService, ModelService, ClusterService, Health], small);
+        registerReflection(router, [InferenceService, ModelService, ModelAdminService, ClusterService, Health], small);
       },
       fallback(req, res) {
         const reply = (status: number, body: string): void => {
@@ -392,6 +417,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       ["stop taking direct results", () => directReplies?.stop()],
       ["stop routed dispatch", () => dispatch?.stop()],
       ["stop the cluster-state consumer", () => cluster.stop()],
+      ["stop following the model registry", () => registry?.stop()],
       ["stop the job producer", () => producer.stop()],
       [
         "delete this replica's reply topic and groups",

@@ -2,6 +2,7 @@ import { timingSafeEqual } from "node:crypto";
 import { createContextKey, type Interceptor } from "@connectrpc/connect";
 import { Lane } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { Health } from "@shoal/gen/grpc/health/v1/health_pb.ts";
+import { ModelAdminService } from "@shoal/gen/shoal/v1/model_admin_pb.ts";
 import * as reflectionV1 from "@shoal/gen/grpc/reflection/v1/reflection_pb.ts";
 import * as reflectionV1alpha from "@shoal/gen/grpc/reflection/v1alpha/reflection_pb.ts";
 import { laneFromName, type ServedLane } from "@shoal/common";
@@ -17,6 +18,8 @@ export interface Principal {
   allows(model: string): boolean;
   /** Throws PermissionDeniedError unless the key may use `model` (an empty id is left to validation). */
   authorizeModel(model: string): void;
+  /** Whether the key has the `admin` scope (ModelAdminService). */
+  readonly admin: boolean;
   /** Charges a call's estimated prompt tokens to the key's token rate; throws RateLimitedError. */
   chargeTokens(tokens: number): void;
 }
@@ -53,6 +56,10 @@ class KeyPrincipal implements Principal {
 
   get tenant(): string {
     return this.spec.tenant;
+  }
+
+  get admin(): boolean {
+    return this.spec.scopes?.includes("admin") ?? false;
   }
 
   allows(model: string): boolean {
@@ -156,13 +163,18 @@ export class ApiKeys {
 }
 
 /**
- * Requires an API key on every RPC but health and reflection, and leaves the caller in the call's
+ * Requires an API key on every RPC but health and reflection (and the admin scope on ModelAdminService), and leaves the caller in the call's
  * context values (`principalKey`) for the handlers, the trace and the metrics. Its typed errors go
  * through the one mapping at the edge, so it sits inside `mapErrors`.
  */
 export function requireApiKey(keys: ApiKeys): Interceptor {
   return (next) => async (req) => {
-    if (!OPEN_SERVICES.has(req.service.typeName)) req.contextValues.set(principalKey, keys.authenticate(req.header.get("authorization")));
+    if (OPEN_SERVICES.has(req.service.typeName)) return next(req);
+    const principal = keys.authenticate(req.header.get("authorization"));
+    if (req.service.typeName === ModelAdminService.typeName && principal?.admin === false) {
+      throw new PermissionDeniedError(`tenant '${principal.tenant}' may not change the model registry: its key needs the admin scope (scopes: [admin])`);
+    }
+    req.contextValues.set(principalKey, principal);
     return next(req);
   };
 }

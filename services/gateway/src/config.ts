@@ -1,7 +1,7 @@
 import { createPrivateKey, randomBytes, X509Certificate, type KeyObject } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { EnvReader, firstExisting, parseConfigText, readClusterKeys, readKafkaSettings, type KafkaSettings } from "@shoal/common";
+import { EnvReader, firstExisting, parseConfigText, readClusterKeys, readKafkaSettings, readRegistryTopic, type KafkaSettings } from "@shoal/common";
 import type { ConnectionLimits } from "./connection-limits.ts";
 import { readDispatchConfig, type DispatchConfig } from "./dispatch/dispatch-config.ts";
 import { checkDuplicateKeys, parseApiKeysDocument, parseApiKeysEnv, type ApiKeySpec } from "./api-keys.ts";
@@ -13,6 +13,11 @@ export interface GatewayConfig {
   /** Unique per replica; names the replica's reply topic and consumer group. */
   readonly instanceId: string;
   readonly catalogPath: string;
+  /**
+   * SHOAL_REGISTRY_TOPIC: the model registry's compacted topic (default `shoal.registry`). Change it
+   * only to run several Shoal clusters on one Kafka cluster, each with a registry of its own.
+   */
+  readonly registryTopic: string;
   /** SHOAL_CLUSTER_KEYS / _FILE: keys that sign and check job, result and cancel records (none: off). */
   readonly clusterKeys: readonly Buffer[];
   /** SHOAL_MAX_WORKERS: most worker status entries kept (a flood of forged ids is refused past it). */
@@ -111,6 +116,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     port: r.int("SHOAL_PORT", 8080, { min: 0, max: 65535 }),
     instanceId,
     catalogPath: catalogPath ?? "",
+    registryTopic: readRegistryTopic(r),
     clusterKeys: readClusterKeys(r),
     maxWorkers: r.int("SHOAL_MAX_WORKERS", 1_024, { min: 1 }),
     registrationIntervalMs: r.int("SHOAL_REGISTRATION_INTERVAL_MS", 5_000, { min: 100, max: 60_000 }),

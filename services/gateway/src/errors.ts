@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { JobStatus } from "@shoal/gen/shoal/v1/job_pb.ts";
+import { ModelLoadError, SourceRefusedError, type RegistryRefusal } from "@shoal/common";
 
 const MAX_ECHO_CHARS = 100;
 
@@ -90,6 +91,23 @@ export class JobFailedError extends Error {
   }
 }
 
+/** A model registry change refused (ModelAdminService): what is wrong decides the code. */
+export class RegistryRefusedError extends Error {
+  override readonly name = "RegistryRefusedError";
+  constructor(readonly refusal: RegistryRefusal) {
+    super(refusal.message);
+  }
+}
+
+const refusalCodes: Record<RegistryRefusal["code"], Code> = {
+  invalid: Code.InvalidArgument,
+  "not-found": Code.NotFound,
+  exists: Code.AlreadyExists,
+  precondition: Code.FailedPrecondition,
+};
+
+const sourceCodes: Record<SourceRefusedError["kind"], Code> = { ...refusalCodes, denied: Code.PermissionDenied, unavailable: Code.Unavailable };
+
 const jobStatusCodes: Record<JobStatus, Code> = {
   [JobStatus.UNSPECIFIED]: Code.Internal,
   [JobStatus.OK]: Code.Internal, // never an error; listed for exhaustiveness
@@ -128,6 +146,10 @@ function mapError(err: unknown): ConnectError {
       "retry-after": String(Math.max(1, Math.ceil(err.retryAfterMs / 1000))),
     });
   }
+  if (err instanceof RegistryRefusedError) return new ConnectError(err.message, refusalCodes[err.refusal.code]);
+  if (err instanceof SourceRefusedError) return new ConnectError(err.message, sourceCodes[err.kind]);
+  // A model folder refused by AddModel: the message names the file and field at fault.
+  if (err instanceof ModelLoadError) return new ConnectError(err.message, Code.InvalidArgument);
   if (err instanceof JobFailedError) return new ConnectError(err.message, jobStatusCodes[err.status] ?? Code.Internal);
   return new ConnectError("internal error", Code.Internal, undefined, undefined, err);
 }

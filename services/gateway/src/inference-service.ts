@@ -207,7 +207,9 @@ async function runJob(deps: InferenceDeps, ctx: HandlerContext, call: JobCall): 
     value: encodeEnvelope(
       create(JobEnvelopeSchema, {
         jobId,
+        // The concrete model (an alias was resolved once, in validate) and the revision it serves.
         model: model.id,
+        modelRevision: model.revision ?? "",
         deadlineUnixMs: BigInt(deadlineUnixMs),
         enqueuedUnixMs: BigInt(now),
         replyTo: { topic: deps.replyTopic, partition: 0 },

@@ -6,6 +6,7 @@ import type { WorkerStatus } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { ModelSchema, type ModelService, ResidencyState, type Model } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { InvalidRequestError, ModelNotFoundError } from "./errors.ts";
 import { principalKey } from "./auth.ts";
+import { describeScoring } from "./model-scoring.ts";
 
 const tasks: Record<string, Task> = { embed: Task.EMBED, rerank: Task.RERANK, classify: Task.CLASSIFY };
 
@@ -13,7 +14,7 @@ const tasks: Record<string, Task> = { embed: Task.EMBED, rerank: Task.RERANK, cl
  * A catalog model with its state across the cluster's live workers.
  * @param defaultLane the lane the caller's calls take when they name none
  */
-export function toModel(m: CatalogModel, workers: readonly WorkerStatus[], defaultLane: Lane = Lane.INTERACTIVE): Model {
+export function toModel(m: CatalogModel, workers: readonly WorkerStatus[], defaultLane: Lane = Lane.INTERACTIVE, aliases: readonly string[] = []): Model {
   const copies = workers.flatMap((w) =>
     w.pool !== m.pool
       ? []
@@ -41,12 +42,17 @@ export function toModel(m: CatalogModel, workers: readonly WorkerStatus[], defau
     defaultLane,
     generated: m.spec.origin === "generated",
     origin: describeOrigin(m),
+    source: m.source ?? (m.composite === undefined ? m.spec.dir : ""),
+    revision: m.revision ?? "",
+    aliases: [...aliases],
+    scoring: describeScoring(m),
     ...(m.spec.task === "embed" ? { matryoshka: m.spec.matryoshka, queryPrompt: m.spec.prompts.query ?? "", passagePrompt: m.spec.prompts.passage ?? "" } : {}),
   });
 }
 
 /** A one-line provenance for people, from the manifest's `source` (opaque to the runtime otherwise). */
 export function describeOrigin(m: CatalogModel): string {
+  if (m.composite !== undefined) return `${m.composite.kind} over ${m.composite.embedder}${m.spec.origin === "generated" ? " (generated)" : ""}`;
   const s = m.spec.source ?? {};
   const str = (k: string): string | undefined => (typeof s[k] === "string" ? (s[k] as string) : undefined);
   if (m.spec.origin === "generated") return `generated${str("preset") ? ` preset ${str("preset")}` : ""}`;
@@ -64,13 +70,18 @@ export function describeOrigin(m: CatalogModel): string {
  * ModelService: what the catalog declares with each model's state on the live workers, limited to
  * the models the caller's API key may use.
  */
-export function createModelService(catalog: Catalog, workers: () => WorkerStatus[] = () => []): ServiceImpl<typeof ModelService> {
+export function createModelService(
+  catalog: Catalog,
+  workers: () => WorkerStatus[] = () => [],
+  /** The registry's aliases of a model (ListModels shows them). */
+  aliasesOf: (id: string) => string[] = () => [],
+): ServiceImpl<typeof ModelService> {
   return {
     listModels(_req, ctx) {
       const principal = ctx.values.get(principalKey);
       const visible = [...catalog.models.values()].filter((m) => principal?.allows(m.id) ?? true);
       const live = workers();
-      return { models: visible.map((m) => toModel(m, live, principal?.lane)) };
+      return { models: visible.map((m) => toModel(m, live, principal?.lane, aliasesOf(m.id))) };
     },
     getModel(req, ctx) {
       if (req.id === "") throw new InvalidRequestError("id: required");
@@ -78,7 +89,7 @@ export function createModelService(catalog: Catalog, workers: () => WorkerStatus
       principal?.authorizeModel(req.id);
       const model = catalog.models.get(req.id);
       if (!model) throw new ModelNotFoundError(req.id);
-      return { model: toModel(model, workers(), principal?.lane) };
+      return { model: toModel(model, workers(), principal?.lane, aliasesOf(model.id)) };
     },
   };
 }

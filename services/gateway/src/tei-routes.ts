@@ -266,7 +266,7 @@ export function createTeiRoutes(deps: TeiDeps): (req: Req, res: Res) => void {
       m === undefined
         ? {}
         : m.spec.task === "embed"
-          ? { embedding: { pooling: m.spec.pooling } }
+          ? { embedding: { pooling: m.spec.pooling === "lasttoken" ? "last_token" : m.spec.pooling } } // TEI spells it last_token
           : { reranker: { id2label: { "0": "LABEL_0" }, label2id: { LABEL_0: 0 } } };
     sendJson(req, res, 200, {
       model_id: m?.id ?? null,

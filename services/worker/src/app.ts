@@ -14,6 +14,10 @@ import {
   createRecordSigner,
   shareSecurity,
   warnIfUnsigned,
+  createHubSourceResolver,
+  createModelRegistry,
+  createSourceResolver,
+  type ModelRegistry,
 } from "@shoal/common";
 import { createBrokerPing } from "@shoal/kafka-share";
 import { systemClock } from "./batching/clock.ts";
@@ -37,6 +41,11 @@ import { createStatusPublisher, type StatusPublisher } from "./telemetry/status-
 import { statusSnapshot } from "./telemetry/status-snapshot.ts";
 import { createWorkerHttp } from "./telemetry/worker-http.ts";
 import { createWorkerMetrics } from "./telemetry/worker-metrics.ts";
+
+/** How long a job naming a model this worker has not read from the registry yet waits for it. */
+const REGISTRY_LAG_WAIT_MS = 5_000;
+/** How long a removed model still runs the jobs accepted before its removal (at most a call's longest deadline). */
+const REMOVED_MODEL_GRACE_MS = 10 * 60_000;
 
 export interface WorkerApp {
   start(): Promise<void>;
@@ -96,6 +105,8 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
   const startedUnixMs = Date.now();
   const startedMonoMs = systemClock.now();
   let catalog: Catalog | undefined;
+  // The live catalog: the YAML's pools, the registry topic's models (docs/models.md).
+  let modelRegistry: ModelRegistry | undefined;
   let fleet: ModelFleet | undefined;
   let status: StatusPublisher | undefined;
   let stopping: Promise<void> | undefined;
@@ -136,6 +147,8 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
       return releaseRedelivers;
     },
     model: (id) => catalog?.models.get(id),
+    // Registry lag: a model added a moment ago at a gateway is waited for, briefly.
+    awaitModel: (id, revision) => modelRegistry?.waitFor(id, revision, REGISTRY_LAG_WAIT_MS) ?? Promise.resolve(undefined),
     fleet: {
       tryAcquire: (model) => fleet!.tryAcquire(model),
       acquire: (model) => fleet!.acquire(model),
@@ -163,7 +176,17 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     // before minutes of model loading.
     await checkKafkaCertificates(config.kafka);
     const httpPort = await http.listen(config.httpPort, config.httpHost);
-    catalog = await loadCatalog(config.catalogPath);
+    modelRegistry = createModelRegistry(kafka, logger, {
+      catalog: await loadCatalog(config.catalogPath),
+      // Folders, and hf: ids fetched into this host's huggingface_hub cache on first need.
+      resolver: createSourceResolver({ hub: createHubSourceResolver({ logger }) }),
+      instanceId: `worker-${config.workerId}`,
+      signer,
+      topic: config.registryTopic,
+      retiredGraceMs: REMOVED_MODEL_GRACE_MS,
+    });
+    await modelRegistry.start();
+    catalog = modelRegistry.catalog;
     const pool = catalog.pools.get(config.pool);
     if (!pool) throw new Error(`pool '${config.pool}' is not in the catalog ${catalog.path}`);
     const tokenizeQueue = new CooperativeQueue();
@@ -251,6 +274,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
       ["retry router", () => router.stop()],
       ["result sink", () => sink.stop()],
       ["reply registry", () => registry?.stop()],
+      ["model registry", () => modelRegistry?.stop()],
       ["admin", () => admin.disconnect()],
       ["models", () => fleet?.close()],
       ["http", () => http.close()],

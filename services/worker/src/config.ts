@@ -5,6 +5,7 @@ import {
   parseByteSize,
   readClusterKeys,
   readKafkaSettings,
+  readRegistryTopic,
   ROUTED_WORKER_ID,
   type IntakeKind,
   type KafkaSettings,
@@ -36,6 +37,11 @@ export interface WorkerConfig {
   readonly workerId: string;
   readonly pool: string;
   readonly catalogPath: string;
+  /**
+   * SHOAL_REGISTRY_TOPIC: the model registry's compacted topic (default `shoal.registry`). Change it
+   * only to run several Shoal clusters on one Kafka cluster, each with a registry of its own.
+   */
+  readonly registryTopic: string;
   /**
    * Models of the pool this worker loads at start (others load on their first job); empty = the
    * pool's models in catalog order while they fit the budget; ["none"] = none.
@@ -224,6 +230,7 @@ export function loadWorkerConfig(env: NodeJS.ProcessEnv = process.env): WorkerCo
     workerId,
     pool: r.string("SHOAL_POOL", "default"),
     catalogPath: catalogPath ?? "",
+    registryTopic: readRegistryTopic(r),
     models: r.list("SHOAL_MODELS", []),
     memoryBudgetBytes: memoryBudgetBytes ?? 0,
     residencyPolicy: r.oneOf("SHOAL_RESIDENCY_POLICY", ["lru", "pinned-by-traffic"] as const, "pinned-by-traffic"),

@@ -100,6 +100,12 @@ export interface JobLifecycleDeps {
   readonly releaseRedelivers?: boolean;
   /** The catalog's model by id. */
   readonly model: (id: string) => CatalogModel | undefined;
+  /**
+   * A job names a model (or a revision of it) this worker does not serve yet: the registry may be
+   * behind the gateway that wrote it. Resolves with the model once served, or undefined after a
+   * short wait (the job then fails NOT_FOUND). Unset: no wait.
+   */
+  readonly awaitModel?: (id: string, revision: string) => Promise<CatalogModel | undefined>;
   readonly fleet: JobFleet;
   readonly results: Pick<ResultSink, "send">;
   readonly retries: Pick<RetryRouter, "retriable" | "retry" | "deadLetter">;
@@ -479,7 +485,28 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     heldBytes += entry.bytes;
     const skip = skipReason(envelope, "before the job was pulled");
     if (skip) return fail(envelope, skip);
-    const model = deps.model(envelope.model);
+    const model = servedRevision(deps.model(envelope.model), envelope.modelRevision);
+    if (model === undefined && deps.awaitModel !== undefined) {
+      deps.awaitModel(envelope.model, envelope.modelRevision).then(
+        (late) => {
+          const skipped = skipReason(envelope, "while the model registry caught up");
+          if (skipped) return fail(envelope, skipped);
+          accept(envelope, entry, delivery, late);
+        },
+        (err: unknown) => fail(envelope, err instanceof Error ? err : new Error(String(err))),
+      );
+      return;
+    }
+    accept(envelope, entry, delivery, model);
+  }
+
+  /** The job's model as this worker serves it, when at the revision the job names (or it names none). */
+  function servedRevision(model: CatalogModel | undefined, revision: string): CatalogModel | undefined {
+    return model !== undefined && (revision === "" || model.revision === undefined || model.revision === revision) ? model : undefined;
+  }
+
+  /** A job whose model is known (or known not to be served here): counted and admitted, or failed NOT_FOUND. */
+  function accept(envelope: JobEnvelope, entry: InFlight, delivery: Delivery, model: CatalogModel | undefined): void {
     if (!model || model.pool !== deps.pool) return fail(envelope, new ModelNotServedError(envelope.model, deps.pool));
     if (deps.maxDeliveries !== undefined && delivery.deliveryCount >= deps.maxDeliveries) {
       return void deadLetter(

@@ -76,6 +76,21 @@ describe("poolInto", () => {
     assert.deepEqual([...out], [0, -0, 10, -10]);
   });
 
+  it("takes the last unmasked token for lasttoken (right padding: row 0's padded 99 is skipped)", () => {
+    const out = new Float32Array(6);
+    poolInto(out, 1, hidden, group.attentionMask, shape, "lasttoken");
+    assert.deepEqual([...out], [0, 0, 1, -1, 12, -12]);
+  });
+
+  it("finds the last real token under left padding too, and leaves an all-padding row at zero", () => {
+    // Row 0 left-padded [pad, a, b]; row 1 all padding. dims 2.
+    const left = new Float32Array([9, 9, 3, 4, 5, 6, 7, 7, 8, 8, 9, 9]);
+    const mask = new BigInt64Array([0n, 1n, 1n, 0n, 0n, 0n]);
+    const out = new Float32Array(4);
+    poolInto(out, 0, left, mask, shape, "lasttoken");
+    assert.deepEqual([...out], [5, 6, 0, 0]);
+  });
+
   it("copies [batch, dims] output as is for none", () => {
     const out = new Float32Array(4);
     poolInto(out, 0, new Float32Array([1, 2, 3, 4]), group.attentionMask, shape, "none");

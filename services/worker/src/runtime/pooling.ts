@@ -5,6 +5,9 @@ import type { Pooling } from "@shoal/common/model-manifest";
  * Pools one group's output into `out` starting at row `outRow`.
  * - `mean`: average of the token vectors whose mask is 1 (a row with no such token stays zero);
  * - `cls`: the first token's vector;
+ * - `lasttoken`: the vector of the last token whose mask is 1. packGroup pads on the right, so
+ *   that is the row's last real token; searching the mask instead of assuming a side also gives
+ *   the right token for left-padded input (a row with no such token stays zero, as with mean);
  * - `none`: the output is already [batch, dims] and is copied as is.
  * @param hidden [batch, seqLen, dims] (or [batch, dims] for `none`), row-major
  * @param mask batch × seqLen attention mask
@@ -28,6 +31,12 @@ export function poolInto(
     const src = b * seqLen * dims;
     if (pooling === "cls") {
       out.set(hidden.subarray(src, src + dims), dst);
+      continue;
+    }
+    if (pooling === "lasttoken") {
+      let last = seqLen - 1;
+      while (last >= 0 && mask[b * seqLen + last] === 0n) last--;
+      if (last >= 0) out.set(hidden.subarray(src + last * dims, src + (last + 1) * dims), dst);
       continue;
     }
     sum.fill(0);

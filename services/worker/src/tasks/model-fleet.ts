@@ -14,7 +14,11 @@ import { createSimulatedPool } from "../runtime/simulated/simulated-pool.ts";
 import { createTextTokenizer } from "../runtime/text-tokenizer.ts";
 import type { WorkerConfig } from "../config.ts";
 import type { WorkerMetrics } from "../telemetry/worker-metrics.ts";
+import { CompositeRunner } from "./composite-runner.ts";
 import { ModelRunner, type ModelRunnerOptions } from "./model-runner.ts";
+
+/** What serves one model on this worker: its own session (ModelRunner), or a composite over an embedder's. */
+export type FleetRunner = ModelRunner | CompositeRunner;
 
 /** Fixed cost of a session beyond its weights (arena, tokenizer, thread), bytes. */
 const SESSION_OVERHEAD_BYTES = 16 * 1024 * 1024;
@@ -25,6 +29,8 @@ const SESSION_OVERHEAD_BYTES = 16 * 1024 * 1024;
  * the threads.
  */
 export async function estimateModelBytes(model: CatalogModel, sessions: number): Promise<number> {
+  // A composite holds no session: its embedder's bytes are counted once, under the embedder.
+  if (model.composite !== undefined) return 0;
   if (model.runtime?.kind === "sidecar") {
     // One copy in the sidecar process whatever the thread count: the weights file plus activations.
     return (
@@ -57,15 +63,15 @@ export interface ModelFleetDeps {
 
 /** The pool's models on this worker: loaded on demand under the memory budget, evicted by policy. */
 export interface ModelFleet {
-  readonly residency: Residency<ModelRunner>;
+  readonly residency: Residency<FleetRunner>;
   /** `cpu`, `cuda` or `simulated:<profile>` (as the cluster status should show it). */
   readonly runtimeLabel: string;
   /** The worker's simulated accelerator, when `SHOAL_RUNTIME` names one (benchmarks read its lag). */
   readonly device: SimulatedDevice | undefined;
   /** Loads the start-up models (those named, else the pool's while they fit); failures are logged. */
   preload(): Promise<void>;
-  tryAcquire(model: string): Lease<ModelRunner> | undefined;
-  acquire(model: string): Promise<Lease<ModelRunner>>;
+  tryAcquire(model: string): Lease<FleetRunner> | undefined;
+  acquire(model: string): Promise<Lease<FleetRunner>>;
   close(): Promise<void>;
 }
 
@@ -105,7 +111,17 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
   const sizes = new Map<string, number>();
   for (const m of poolModels) {
     // A simulated model lives once on the worker's one device, whatever the thread count.
-    sizes.set(m.id, device === undefined ? await estimateModelBytes(m, sessions) : (m.memoryBytes ?? device.profile.memoryBytes));
+    sizes.set(m.id, device === undefined || m.composite !== undefined ? await estimateModelBytes(m, sessions) : (m.memoryBytes ?? device.profile.memoryBytes));
+  }
+
+  // A model the registry added after start (or replaced under the same id) is sized on its first
+  // need, from its files, as the start-up ones were above; the residency checks it against the budget.
+  const sizedFrom = new Map<string, CatalogModel>(poolModels.map((m) => [m.id, m]));
+  async function sizeOnFirstNeed(id: string): Promise<void> {
+    const m = catalog.models.get(id);
+    if (m === undefined || sizedFrom.get(id) === m || residency.snapshot().some((r) => r.model === id && r.state === "resident")) return;
+    sizes.set(id, device === undefined || m.composite !== undefined ? await estimateModelBytes(m, sessions) : (m.memoryBytes ?? device.profile.memoryBytes));
+    sizedFrom.set(id, m);
   }
 
   // Started on the first sidecar model's load, shared by all of them, closed with the fleet.
@@ -132,8 +148,15 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
     });
   }
 
-  async function load(id: string): Promise<ModelRunner> {
-    const model = catalog.models.get(id)!;
+  async function load(id: string): Promise<FleetRunner> {
+    // Gone from the registry (removed, its grace passed) while its load waited: a load failure.
+    const model = catalog.models.get(id);
+    if (model === undefined) throw new Error(`model '${id}' is no longer in the model registry`);
+    if (model.composite !== undefined) {
+      const { composite } = model;
+      const limits = deps.runnerOptions(model).inputLimits ?? { maxInputs: Infinity, maxInputChars: Infinity, maxRequestBytes: Infinity };
+      return new CompositeRunner({ ...model, composite }, residency, limits, deps.clock, config.workerId, log);
+    }
     const inference = await openRuntime(model);
     try {
       const tokenizer = await createTextTokenizer(model.spec);
@@ -173,7 +196,7 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
     deps.onChange();
   }
 
-  const residency = new Residency<ModelRunner>({
+  const residency = new Residency<FleetRunner>({
     budgetBytes: config.memoryBudgetBytes,
     policy: config.residencyPolicy,
     sizeOf: (id) => sizes.get(id) ?? Number.POSITIVE_INFINITY,
@@ -219,7 +242,10 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
       }
     },
     tryAcquire: (id) => residency.tryAcquire(id),
-    acquire: (id) => residency.acquire(id),
+    acquire: async (id) => {
+      await sizeOnFirstNeed(id);
+      return residency.acquire(id);
+    },
     close: async () => {
       await residency.close();
       await sidecar?.close();

@@ -86,6 +86,22 @@ export class ModelRunner {
    * hold the event loop (and the records, replies and heartbeats behind them) for long.
    */
   submit(envelope: JobEnvelope, trace: JobTrace, onFinish: (result: JobResult) => void, nowMs: number): void {
+    this.submitPrepared(envelope, trace, onFinish, nowMs, () => prepareSteps(this.spec, this.tokenizer, envelope, this.opts.inputLimits ?? NO_INPUT_LIMITS));
+  }
+
+  /**
+   * {@link submit} with the job's inputs prepared by `prepare` (given this model's spec and
+   * tokenizer) instead of from its task: how a composite model (a bi-encoder ranker, a zero-shot
+   * classifier) runs its texts through this embedder, batched with the embedder's own calls. The
+   * rows `prepare`'s shaper gets are this model's (`spec.dimensions` values per input).
+   */
+  submitPrepared(
+    envelope: JobEnvelope,
+    trace: JobTrace,
+    onFinish: (result: JobResult) => void,
+    nowMs: number,
+    prepare: (spec: ModelSpec, tokenizer: TextTokenizer) => Generator<void, PreparedInputs, void>,
+  ): void {
     const deadlineUnix = Number(envelope.deadlineUnixMs);
     const schedule: JobSchedule = {
       enqueuedAtMs: nowMs,
@@ -95,7 +111,7 @@ export class ModelRunner {
     const started = performance.now();
     this.preparing += 1;
     this.opts.tokenizeQueue
-      .run(() => prepareSteps(this.spec, this.tokenizer, envelope, this.opts.inputLimits ?? NO_INPUT_LIMITS), { urgent: schedule.lane === "interactive" })
+      .run(() => prepare(this.spec, this.tokenizer), { urgent: schedule.lane === "interactive" })
       .then(
         (prepared) => this.accept(envelope, trace, onFinish, schedule, prepared, started),
         (err: unknown) => {

@@ -1,6 +1,6 @@
 import { ResidencyState } from "@shoal/gen/shoal/v1/model_pb.ts";
 import type { WorkerConfig } from "../config.ts";
-import type { ModelRunner } from "../tasks/model-runner.ts";
+import type { FleetRunner } from "../tasks/model-fleet.ts";
 import type { Residency } from "../residency/residency.ts";
 import type { WorkerStatusInit } from "./status-publisher.ts";
 
@@ -19,7 +19,7 @@ export interface StatusSources {
   /** Unix and monotonic milliseconds at start, to turn residency times into unix times. */
   readonly startedUnixMs: number;
   readonly startedMonoMs: number;
-  readonly residency: () => Residency<ModelRunner> | undefined;
+  readonly residency: () => Residency<FleetRunner> | undefined;
   readonly inFlightJobs: () => number;
   /** Estimated tokens in hand not yet computed. */
   readonly pendingTokens: () => number;
