@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { after, before, describe, test } from "node:test";
 import { Code, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -10,6 +13,8 @@ import { ModelAdminService } from "@shoal/gen/shoal/v1/model_admin_pb.ts";
 import { getPreset, writeHubModelDir } from "@shoal/models";
 import { startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor, codeOf } from "./harness/clients.ts";
+
+const MODELS_CLI = fileURLToPath(new URL("../services/client/src/models-cli.ts", import.meta.url));
 
 const TEXTS = ["models by name, live", "a hub repository with no manifest", "the same weights, the same vectors"];
 
@@ -51,6 +56,14 @@ describe("models by name: Hub-layout folders and hf: ids added to a running clus
     hub.gate("shoal-test/gated-embed", "hf_secret_token_for_the_test");
     await hub.addRevision("shoal-test/corrupt-embed", { dir: repoDir });
     hub.corrupt("shoal-test/corrupt-embed", "onnx/model.onnx");
+    // Several ONNX exports: the one asked for is fetched and run, the default one never fetched.
+    const variantsDir = join(scratch, "variants");
+    await writeHubModelDir(variantsDir, getPreset("tiny"), { onnxVariants: ["qint8_avx512"] });
+    await hub.addRevision("shoal-test/tiny-variants", { dir: variantsDir });
+    // A model that says it needs 64 GiB resident: more than any worker's budget.
+    const hugeDir = join(scratch, "huge");
+    await writeHubModelDir(hugeDir, getPreset("tiny"));
+    await writeFile(join(hugeDir, "shoal-model.json"), JSON.stringify({ memoryBytes: 64 * 1024 ** 3 }));
     const hubEnv = (who: string) => ({ HF_ENDPOINT: hub.url, HF_HOME: join(scratch, who), HF_HUB_CACHE: join(scratch, who, "hub"), HF_TOKEN: "" });
     cluster = await startCluster({ presets: ["tiny"], workers: 1, gatewayEnv: hubEnv("gateway"), workerEnv: hubEnv("worker") });
     clients = clientsFor(cluster.urls[0]!, "connect");
@@ -86,6 +99,44 @@ describe("models by name: Hub-layout folders and hf: ids added to a running clus
     await addAndCompare(repoDir, "tiny-hub-folder");
   });
 
+  test("the CLI adds a model by name: `npm run shoal -- models add hf:... --onnx <variant>`", async () => {
+    const run = promisify(execFile);
+    const { stdout } = await run(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        MODELS_CLI,
+        "models",
+        "add",
+        "hf:shoal-test/tiny-variants",
+        "--id",
+        "tiny-variant",
+        "--pool",
+        cluster.pool,
+        "--onnx",
+        "qint8_avx512",
+        "--gateway",
+        cluster.urls[0]!,
+      ],
+      { timeout: 60_000 },
+    );
+    assert.match(stdout, /^added tiny-variant \(revision [0-9a-f]{40}, pool .+\) in \d+\.\d+ s$/m);
+    const res = await clients.inference.embed({ model: "tiny-variant", inputs: TEXTS }, { timeoutMs: 30_000 });
+    assert.equal(res.embeddings.length, TEXTS.length);
+    // The generated variant is a byte copy of the default export (one blob), so tell them apart by the path resolved.
+    const resolved = hub.requests.filter((r) => r.path.startsWith("/shoal-test/tiny-variants/resolve/")).map((r) => r.path);
+    assert.ok(
+      resolved.some((p) => p.endsWith("/onnx/model_qint8_avx512.onnx")),
+      `the variant asked for was fetched: ${resolved.join(", ")}`,
+    );
+    assert.ok(!resolved.some((p) => p.endsWith("/onnx/model.onnx")), `the default export was not fetched: ${resolved.join(", ")}`);
+    const { stdout: listing } = await run(process.execPath, ["--import", "tsx", MODELS_CLI, "models", "ls", "--gateway", cluster.urls[0]!], {
+      timeout: 60_000,
+    });
+    assert.match(listing, /^tiny-variant\s+\S+\s+[0-9a-f]{12}\s+hf:shoal-test\/tiny-variants$/m);
+  });
+
   test("hf:<org>/<name>: resolved to its commit, fetched by gateway and worker, the catalog's vectors", async () => {
     const { revision } = await addAndCompare("hf:shoal-test/tiny-embed", "tiny-hub-id");
     assert.equal(revision, sha, "the registry records the commit sha main resolved to");
@@ -101,9 +152,12 @@ describe("models by name: Hub-layout folders and hf: ids added to a running clus
       ["gated, no token", "hf:shoal-test/gated-embed", Code.PermissionDenied, /HF_TOKEN/],
       ["corrupt download", "hf:shoal-test/corrupt-embed", Code.Unavailable, /onnx\/model\.onnx/],
       ["malformed id", "hf:only-a-name", Code.InvalidArgument, /org\/name|org/],
+      ["an ONNX variant the repository lacks", "hf:shoal-test/tiny-embed", Code.NotFound, /model_fp16\.onnx/],
+      ["larger than any worker's memory budget", join(scratch, "huge"), Code.FailedPrecondition, /memory budget/],
     ];
     for (const [what, source, code, message] of cases) {
-      const got = await codeOf(admin.addModel({ source, id: "refused-model", pool: cluster.pool }));
+      const onnxVariant = what.startsWith("an ONNX variant") ? "fp16" : "";
+      const got = await codeOf(admin.addModel({ source, id: "refused-model", pool: cluster.pool, onnxVariant }));
       assert.equal(got.code, code, `${what}: ${got.message}`);
       assert.match(got.message, message, what);
     }

@@ -45,6 +45,7 @@ describe("gRPC server reflection: buf curl lists and calls the gateway without t
         "grpc.reflection.v1alpha.ServerReflection",
         "shoal.v1.ClusterService",
         "shoal.v1.InferenceService",
+        "shoal.v1.ModelAdminService",
         "shoal.v1.ModelService",
       ]);
       const methods = (await bufCurl("--reflect-protocol", reflectProtocol, "--list-methods", base)).trim().split("\n");
@@ -55,6 +56,8 @@ describe("gRPC server reflection: buf curl lists and calls the gateway without t
         "shoal.v1.ClusterService/GetCluster",
         "shoal.v1.ModelService/ListModels",
         "shoal.v1.ModelService/GetModel",
+        "shoal.v1.ModelAdminService/AddModel",
+        "shoal.v1.ModelAdminService/SetAlias",
         "grpc.health.v1.Health/Check",
         "grpc.health.v1.Health/Watch",
       ]) {

@@ -3,7 +3,7 @@
  *
  *   npm run shoal -- models ls
  *   npm run shoal -- models add ./models/bge-small --id bge-small [--pool default] [--pinned]
- *   npm run shoal -- models add hf:BAAI/bge-small-en-v1.5@main --id bge-small
+ *   npm run shoal -- models add hf:BAAI/bge-small-en-v1.5@main --id bge-small [--onnx qint8_avx512]
  *   npm run shoal -- models alias embed-default bge-small
  *   npm run shoal -- models unalias embed-default
  *   npm run shoal -- models rm bge-small
@@ -21,7 +21,7 @@ import { ModelService, type Model } from "@shoal/gen/shoal/v1/model_pb.ts";
 
 const USAGE = `usage: npm run shoal -- models <command> [--gateway URL]
   ls                                   list the served models, their source, revision and aliases
-  add <folder|hf:org/name[@rev]> [--id ID] [--pool POOL] [--pinned]
+  add <folder|hf:org/name[@rev]> [--id ID] [--pool POOL] [--pinned] [--onnx VARIANT]
   rm <id>                              stop serving a model (calls in flight finish)
   alias <alias> <model-or-alias>       point an alias at a model (repointing is atomic)
   unalias <alias>                      remove an alias`;
@@ -31,7 +31,14 @@ export async function runModelsCli(argv: readonly string[], env: NodeJS.ProcessE
   const { values, positionals } = parseArgs({
     args: [...argv],
     allowPositionals: true,
-    options: { gateway: { type: "string" }, id: { type: "string" }, pool: { type: "string" }, pinned: { type: "boolean" }, help: { type: "boolean" } },
+    options: {
+      gateway: { type: "string" },
+      id: { type: "string" },
+      pool: { type: "string" },
+      pinned: { type: "boolean" },
+      onnx: { type: "string" },
+      help: { type: "boolean" },
+    },
   });
   const [group, command, ...args] = positionals;
   if (values.help === true || group !== "models" || command === undefined) {
@@ -67,8 +74,18 @@ export async function runModelsCli(argv: readonly string[], env: NodeJS.ProcessE
         const [source = ""] = need(1);
         // A folder named relative to here is sent as an absolute path (the gateway needs one).
         const absolute = !source.startsWith("hf:") && existsSync(source) ? resolve(source) : source;
-        const added = await admin.addModel({ source: absolute, id: values.id ?? "", pool: values.pool ?? "", pinned: values.pinned ?? false });
-        process.stdout.write(`added ${added.model?.id} (revision ${added.model?.revision}, pool ${added.model?.pool})\n`);
+        const t0 = performance.now();
+        // A Hub download can take a while: say so before the answer comes.
+        if (source.startsWith("hf:")) process.stderr.write(`resolving ${source} (the gateway fetches it into its Hub cache)…\n`);
+        const added = await admin.addModel({
+          source: absolute,
+          id: values.id ?? "",
+          pool: values.pool ?? "",
+          pinned: values.pinned ?? false,
+          onnxVariant: values.onnx ?? "",
+        });
+        const seconds = ((performance.now() - t0) / 1000).toFixed(2);
+        process.stdout.write(`added ${added.model?.id} (revision ${added.model?.revision}, pool ${added.model?.pool}) in ${seconds} s\n`);
         return 0;
       }
       case "rm": {

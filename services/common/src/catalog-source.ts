@@ -7,6 +7,7 @@ import { dirname, resolve } from "node:path";
 import type { JsonObject } from "./json.ts";
 import { parseModelSource } from "./hub/model-source.ts";
 import { createHubSourceResolver } from "./registry/hub-source.ts";
+import type { ResolveOptions } from "./registry/model-source.ts";
 
 /** A located entry: its folder, and for an `hf:` source the id it names and the commit it resolved to. */
 export interface LocatedEntry {
@@ -30,6 +31,7 @@ export async function locateEntry(
   where: string,
   problems: string[],
   expand: (value: string, field: string) => string,
+  hints: Pick<ResolveOptions, "onnxVariant" | "runtime"> = {},
 ): Promise<LocatedEntry | undefined> {
   const path = raw["path"];
   const source = raw["source"];
@@ -45,7 +47,7 @@ export async function locateEntry(
   }
   if (parsed.kind === "folder") return { dir: resolve(dirname(file), parsed.path), source: resolve(dirname(file), parsed.path) };
   try {
-    const { dir, revision } = await createHubSourceResolver({ env })(expanded, {});
+    const { dir, revision } = await createHubSourceResolver({ env })(expanded, hints);
     const name = parsed.repo.slice(parsed.repo.indexOf("/") + 1).toLowerCase();
     return { dir, source: expanded, revision, defaultId: name };
   } catch (err) {

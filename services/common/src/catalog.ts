@@ -75,6 +75,8 @@ export interface CatalogModel {
   readonly source?: string;
   /** Model registry: what `source` resolved to when the model was added (folder fingerprint, Hub commit sha). */
   readonly revision?: string;
+  /** The ONNX export run when the repository has several (catalog `onnx`, AddModel `onnx_variant`; see onnxVariantFile). */
+  readonly onnxVariant?: string;
   /**
    * Set for a composite (`biEncoder` / `zeroShot` entries): a reranker or classifier that scores
    * through the named embedder of this catalog; its `spec` carries the embedder's files and limits.
@@ -189,6 +191,8 @@ export function parseByteSize(value: unknown): number | null {
  *     pinned: true                   # optional: never evicted once loaded
  *     memory: 120MiB                 # optional: resident size per session (else the manifest's,
  *                                    #   else estimated from the ONNX file)
+ *     onnx: qint8_avx512             # optional: the ONNX export onnx/model_qint8_avx512.onnx
+ *                                    #   (or a path ending in .onnx); default onnx/model.onnx
  *     runtime: onnx                  # optional: or sidecar:pytorch (a PyTorch process beside the
  *                                    #   worker, reading the Hugging Face folder `weights`)
  *     weights: torch                 # optional, sidecar only: relative to the model directory
@@ -250,7 +254,14 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
           if (entry !== undefined) composites.push(entry);
           return undefined;
         }
-        const located = await locateEntry(raw, file, env, where, problems, (v, field) => expand(v, env, problems, field));
+        const onnxVariant = typeof raw["onnx"] === "string" && raw["onnx"] !== "" ? raw["onnx"] : undefined;
+        if (raw["onnx"] !== undefined && onnxVariant === undefined)
+          problems.push(`${where}.onnx: expected an ONNX variant such as qint8_avx512, or a path ending in .onnx`);
+        const hints = {
+          ...(onnxVariant === undefined ? {} : { onnxVariant }),
+          runtime: String(raw["runtime"] ?? "").startsWith("sidecar:") ? ("sidecar" as const) : ("onnx" as const),
+        };
+        const located = await locateEntry(raw, file, env, where, problems, (v, field) => expand(v, env, problems, field), hints);
         if (located === undefined) return undefined;
         const dir = located.dir;
         const pool = raw["pool"] ?? DEFAULT_POOL;
@@ -266,12 +277,20 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
         const runtime = await parseRuntime(raw, dir, env, where, problems);
         try {
           const givenId = typeof raw["id"] === "string" ? raw["id"] : located.defaultId;
-          const spec = await readModelDir(dir, { runtime: runtime.kind, ...(givenId === undefined ? {} : { id: givenId }) });
+          const spec = await readModelDir(dir, {
+            runtime: runtime.kind,
+            ...(givenId === undefined ? {} : { id: givenId }),
+            ...(onnxVariant === undefined ? {} : { onnxVariant }),
+          });
           const id = givenId ?? spec.id;
           const memoryBytes = memory ?? spec.memoryBytes;
           const from =
             located.source === undefined ? {} : { source: located.source, ...(located.revision === undefined ? {} : { revision: located.revision }) };
-          return { where, model: Object.freeze({ id, pool: String(pool), spec, batching, pinned: pinned === true, memoryBytes, runtime, ...from }) };
+          const variant = onnxVariant === undefined ? {} : { onnxVariant };
+          return {
+            where,
+            model: Object.freeze({ id, pool: String(pool), spec, batching, pinned: pinned === true, memoryBytes, runtime, ...from, ...variant }),
+          };
         } catch (err) {
           problems.push(`${where}: ${(err as Error).message}`);
           return undefined;

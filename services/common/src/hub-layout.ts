@@ -120,13 +120,18 @@ function defaultId(dir: string): string {
   return basename(dir);
 }
 
+/** The file an ONNX variant names: `qint8_avx512` is `onnx/model_qint8_avx512.onnx`; a path ending in `.onnx` is itself. */
+export function onnxVariantFile(variant: string): string {
+  return variant.endsWith(".onnx") ? variant : `onnx/model_${variant}.onnx`;
+}
+
 const WEIGHT_FILES = ["model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json"];
 
 /** The ONNX file to serve (relative), or a problem naming what is missing. */
 async function pickOnnx(dir: string, options: HubReadOptions, problems: string[]): Promise<string | undefined> {
   const variant = options.onnxVariant;
   if (variant !== undefined) {
-    const file = variant.endsWith(".onnx") ? variant : `onnx/model_${variant}.onnx`;
+    const file = onnxVariantFile(variant);
     const rel = relative(dir, resolve(dir, file));
     if (isAbsolute(file) || rel.startsWith("..")) problems.push(`onnxVariant: ${JSON.stringify(variant)} must name a file inside the repository`);
     else if (await exists(join(dir, file))) return file;

@@ -56,7 +56,7 @@ import { createHttpFront } from "./http-front.ts";
 import { createOpenAiEmbeddings } from "./openai-embeddings.ts";
 import { createCohereRoutes } from "./cohere-routes.ts";
 import { createTeiRoutes } from "./tei-routes.ts";
-import { defaultModel } from "./route-fields.ts";
+import { liveDefaultModel } from "./route-fields.ts";
 import { registerReflection } from "./reflection-service.ts";
 import { createRoutedDispatch, type RoutedDispatch } from "./dispatch/routed-dispatch.ts";
 
@@ -350,8 +350,8 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
         rerank: (req, ctx) => inference.rerank(req, ctx),
         tokenize: (req, ctx) => inference.tokenize(req, ctx),
         interceptors,
-        embedModel: defaultModel(catalog.models, "embed", config.tei.embedModel),
-        rerankModel: defaultModel(catalog.models, "rerank", config.tei.rerankModel),
+        embedModel: liveDefaultModel(catalog.models, "embed", config.tei.embedModel),
+        rerankModel: liveDefaultModel(catalog.models, "rerank", config.tei.rerankModel),
         maxRequestBytes: config.maxRequestBytes,
         maxInputsPerRequest: config.maxInputsPerRequest,
         isReady: () => health.get("") === Serving.SERVING,

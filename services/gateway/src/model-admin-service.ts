@@ -82,14 +82,16 @@ export function createModelAdminService(deps: ModelAdminDeps): ServiceImpl<typeo
         if (typeof batching === "string") throw new InvalidRequestError(batching);
         if (req.id !== "") refuse(state.addProblem(req.id));
         // Resolved and read before anything is written: a refused source leaves the registry as it was.
-        const { dir, revision } = await deps.resolver(req.source, {});
-        const spec = await readModelDir(dir);
+        const variant = req.onnxVariant === "" ? {} : { onnxVariant: req.onnxVariant };
+        const { dir, revision } = await deps.resolver(req.source, variant);
+        const spec = await readModelDir(dir, { ...variant, ...(req.id === "" ? {} : { id: req.id }) });
         const id = req.id || spec.id;
         refuse(state.addProblem(id));
         await checkFits(poolName, id, spec.modelPath, spec.memoryBytes);
         const record = create(RegistryModelSchema, {
           id,
           source: req.source,
+          onnxVariant: req.onnxVariant,
           revision,
           pool: poolName,
           pinned: req.pinned,

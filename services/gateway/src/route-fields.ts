@@ -79,6 +79,22 @@ export function defaultModel(models: ReadonlyMap<string, CatalogModel>, task: Mo
   return all.find((m) => m.pinned) ?? all[0];
 }
 
+/**
+ * The default model of `task`, read live: checked once now (a `configured` id that is not a model
+ * of the task stops the start), then looked up on each call, so a model added, removed or
+ * re-aliased in the registry is what callers get; undefined while none is served.
+ */
+export function liveDefaultModel(models: ReadonlyMap<string, CatalogModel>, task: ModelTask, configured?: string): () => CatalogModel | undefined {
+  defaultModel(models, task, configured);
+  return () => {
+    try {
+      return defaultModel(models, task, configured);
+    } catch {
+      return undefined; // the configured model was removed since
+    }
+  };
+}
+
 /** Vector type names as Cohere's `embedding_types` spell them. */
 export const EMBEDDING_TYPE_NAMES: ReadonlyMap<string, EmbeddingType> = new Map([
   ["float", EmbeddingType.FLOAT],

@@ -23,8 +23,10 @@ export interface TeiDeps {
   readonly tokenize: ServiceImpl<typeof InferenceService>["tokenize"];
   readonly interceptors: readonly Interceptor[];
   /** The model `/embed`, `/tokenize` and `/info` serve; undefined: the catalog has no embedding model. */
-  readonly embedModel: CatalogModel | undefined;
-  readonly rerankModel: CatalogModel | undefined;
+  /** The model the TEI routes embed with now (read per call: the registry may change it). */
+  readonly embedModel: () => CatalogModel | undefined;
+  /** The model the TEI routes rerank with now. */
+  readonly rerankModel: () => CatalogModel | undefined;
   readonly maxRequestBytes: number;
   readonly maxInputsPerRequest: number;
   /** Whether the gateway can serve (the readiness probe's answer). */
@@ -186,7 +188,8 @@ export function createTeiRoutes(deps: TeiDeps): (req: Req, res: Res) => void {
       interceptors,
       async impl(message, ctx) {
         const p = parseTeiEmbed(await readJsonRequest(req, deps.maxRequestBytes));
-        if (deps.embedModel === undefined) throw noModel("embedding");
+        const embedModel = deps.embedModel();
+        if (embedModel === undefined) throw noModel("embedding");
         if (p.inputs.length > deps.maxInputsPerRequest) {
           throw new RouteRequestError(`batch size ${p.inputs.length} > maximum allowed batch size ${deps.maxInputsPerRequest}`, "too_large");
         }
@@ -197,7 +200,7 @@ export function createTeiRoutes(deps: TeiDeps): (req: Req, res: Res) => void {
           inputType: p.inputType,
           dimensions: p.dimensions,
         };
-        Object.assign(message, create(EmbedRequestSchema, { model: deps.embedModel.id, inputs: p.inputs, options }));
+        Object.assign(message, create(EmbedRequestSchema, { model: embedModel.id, inputs: p.inputs, options }));
         return deps.embed(message, ctx);
       },
     });
@@ -222,8 +225,9 @@ export function createTeiRoutes(deps: TeiDeps): (req: Req, res: Res) => void {
       async impl(message, ctx) {
         const p = parseTeiRerank(await readJsonRequest(req, deps.maxRequestBytes));
         parsed = p;
-        if (deps.rerankModel === undefined) throw noModel("rerank");
-        Object.assign(message, create(RerankRequestSchema, { model: deps.rerankModel.id, query: p.query, documents: p.texts, truncate: p.truncate }));
+        const rerankModel = deps.rerankModel();
+        if (rerankModel === undefined) throw noModel("rerank");
+        Object.assign(message, create(RerankRequestSchema, { model: rerankModel.id, query: p.query, documents: p.texts, truncate: p.truncate }));
         return deps.rerank(message, ctx);
       },
     });
@@ -249,7 +253,7 @@ export function createTeiRoutes(deps: TeiDeps): (req: Req, res: Res) => void {
         const b = objectBody(await readJsonRequest(req, deps.maxRequestBytes));
         const p = { inputs: stringList(b, "inputs", true), special: optionalBool(b, "add_special_tokens") ?? true };
         parsed = p;
-        const model = deps.embedModel ?? deps.rerankModel;
+        const model = deps.embedModel() ?? deps.rerankModel();
         if (model === undefined) throw noModel("embedding or rerank");
         Object.assign(message, create(TokenizeRequestSchema, { model: model.id, inputs: p.inputs, inputType: inputTypeOf(b), truncation: Truncation.NONE }));
         return deps.tokenize(message, ctx);
@@ -261,7 +265,7 @@ export function createTeiRoutes(deps: TeiDeps): (req: Req, res: Res) => void {
   }
 
   function info(req: Req, res: Res): void {
-    const m = deps.embedModel ?? deps.rerankModel;
+    const m = deps.embedModel() ?? deps.rerankModel();
     const modelType =
       m === undefined
         ? {}
@@ -284,7 +288,7 @@ export function createTeiRoutes(deps: TeiDeps): (req: Req, res: Res) => void {
       sha: null,
       docker_label: null,
       // Not TEI's: the rerank model these routes serve.
-      shoal_rerank_model_id: deps.rerankModel?.id ?? null,
+      shoal_rerank_model_id: deps.rerankModel()?.id ?? null,
     });
   }
 

@@ -10,9 +10,14 @@ import {
   HubUnavailableError,
   ModelSourceError,
 } from "../hub/errors.ts";
+import { shoalModelFiles } from "../hub/files.ts";
 import { parseModelSource } from "../hub/model-source.ts";
+import { onnxVariantFile } from "../hub-layout.ts";
 import { createProgressPrinter } from "../hub/progress.ts";
 import { type ModelSourceResolver, SourceRefusedError } from "./model-source.ts";
+
+/** What the PyTorch sidecar reads besides the configuration: the weights, one file or shards. */
+const SIDECAR_WEIGHT_FILES = ["model.safetensors", "model.safetensors.index.json", "model-*-of-*.safetensors"];
 
 /** What a Hub source resolver needs besides the environment (tests point it at a Hub-shaped server). */
 export interface HubSourceOptions {
@@ -47,6 +52,10 @@ export function createHubSourceResolver(options: HubSourceOptions = {}): ModelSo
         ...options.hub,
         ...(printer === undefined ? {} : { onProgress: printer }),
         ...(opts.signal === undefined ? {} : { signal: opts.signal }),
+        files: shoalModelFiles({
+          ...(opts.onnxVariant === undefined ? {} : { onnxFile: onnxVariantFile(opts.onnxVariant) }),
+          ...(opts.runtime === "sidecar" ? { extra: SIDECAR_WEIGHT_FILES } : {}),
+        }),
       });
       if (model.downloadedBytes > 0) log?.info({ repo: model.repo, commit: model.commitSha, bytes: model.downloadedBytes }, "model fetched from the Hub");
       return { dir: model.dir, revision: model.commitSha };

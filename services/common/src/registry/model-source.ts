@@ -13,6 +13,10 @@ export interface ResolveOptions {
   /** Resolve to exactly this revision (a registry record being applied); absent: the newest (AddModel). */
   readonly revision?: string;
   readonly signal?: AbortSignal;
+  /** The ONNX export to fetch when the repository has several (see onnxVariantFile). */
+  readonly onnxVariant?: string;
+  /** A sidecar model: its safetensors weights are fetched too. */
+  readonly runtime?: "onnx" | "sidecar";
 }
 
 /**

@@ -56,6 +56,7 @@ export function recordOfCatalogModel(m: CatalogModel, revision: string, nowUnixM
     weightsDir: m.runtime?.kind === "sidecar" ? m.runtime.weightsDir : "",
     compositeJson: m.composite === undefined ? "" : JSON.stringify(m.composite),
     addedUnixMs: BigInt(nowUnixMs),
+    onnxVariant: m.onnxVariant ?? "",
   });
 }
 
@@ -85,7 +86,15 @@ export async function materializeModel(
 ): Promise<CatalogModel> {
   const batching = batchingOf(r.batching);
   if (typeof batching === "string") throw new MaterializeError(`model '${r.id}': ${batching}`);
-  const common = { id: r.id, pool: r.pool, batching, pinned: r.pinned, source: r.source, revision: r.revision };
+  const common = {
+    id: r.id,
+    pool: r.pool,
+    batching,
+    pinned: r.pinned,
+    source: r.source,
+    revision: r.revision,
+    ...(r.onnxVariant === "" ? {} : { onnxVariant: r.onnxVariant }),
+  };
   if (r.compositeJson !== "") {
     const scoring = JSON.parse(r.compositeJson) as CompositeScoring;
     const embedder = lookup(scoring.embedder);
@@ -93,9 +102,10 @@ export async function materializeModel(
       throw new MaterializeError(`model '${r.id}': its embedder '${scoring.embedder}' is not served`);
     return Object.freeze({ ...common, pool: embedder.pool, spec: compositeSpec(r.id, scoring, embedder.spec), memoryBytes: undefined, composite: scoring });
   }
-  const { dir, revision } = await resolver(r.source, r.revision === "" ? {} : { revision: r.revision });
   const runtime = runtimeOf(r);
-  const spec = await readModelDir(dir, { runtime: runtime.kind, id: r.id });
+  const variant = r.onnxVariant === "" ? {} : { onnxVariant: r.onnxVariant };
+  const { dir, revision } = await resolver(r.source, { ...(r.revision === "" ? {} : { revision: r.revision }), ...variant, runtime: runtime.kind });
+  const spec = await readModelDir(dir, { runtime: runtime.kind, id: r.id, ...variant });
   const memoryBytes = r.memoryBytes > 0n ? Number(r.memoryBytes) : spec.memoryBytes;
   // A folder rewritten since it was added is served as it is now; the record keeps what was added.
   return Object.freeze({ ...common, revision: r.revision || revision, spec, memoryBytes, runtime });
