@@ -1,19 +1,17 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
+import { launchBrowser, type Browser } from "./harness/browser.ts";
 import { startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor } from "./harness/clients.ts";
 import { rawGet } from "./harness/attacks.ts";
 import { REPO_ROOT } from "./harness/service-process.ts";
 
-const CHROMIUM = process.env["SHOAL_CHROMIUM"] ?? "/usr/bin/chromium";
 const ARTIFACTS = resolve(REPO_ROOT, "e2e/artifacts");
 const TEXTS = [
   "A cat sleeps on the warm windowsill.",
@@ -21,45 +19,6 @@ const TEXTS = [
   "Quarterly revenue grew by twelve percent.",
   "The stock market closed higher today.",
 ];
-
-/** Debian's chromium under playwright-core: headless, sandbox off (root in CI), nothing phoning home. */
-/** A headless Chromium on a throwaway profile; `close` ends it and removes the profile. */
-interface Browser {
-  readonly context: BrowserContext;
-  close(): Promise<void>;
-}
-
-async function launchBrowser(): Promise<Browser> {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(
-      `${CHROMIUM} not found: the browser tests need Debian's chromium. Run the setup: apt-get install -y chromium (as .ci/run does), or set SHOAL_CHROMIUM.`,
-    );
-  }
-  const profile = await mkdtemp(join(tmpdir(), "shoal-chromium-"));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1280, height: 900 },
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--disable-dev-shm-usage",
-    ],
-  });
-  return {
-    context,
-    async close() {
-      await context.close();
-      await rm(profile, { recursive: true, force: true });
-    },
-  };
-}
 
 /** A page from another origin (its own port) that calls the gateway with fetch + Connect JSON. */
 function crossOriginPage(gateway: string, model: string): string {

@@ -8,8 +8,9 @@ export default defineConfig({
     emptyOutDir: true,
     target: "es2022",
     sourcemap: false,
-    // The protobuf runtime is most of the ~120 kB (34 kB gzipped); warn if the page outgrows it.
-    chunkSizeWarningLimit: 160,
+    // The protobuf runtime is most of the ~162 kB (49 kB gzipped, with the registry form of issue
+    // #48); warn if the page outgrows it.
+    chunkSizeWarningLimit: 170,
   },
   server: { port: 5173 },
 });

@@ -2,6 +2,7 @@ import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { ClusterService, type GetClusterResponse } from "@shoal/gen/shoal/v1/cluster_pb.ts";
 import { InferenceService, type ClassifyResponse, type EmbedResponse, type RerankResponse } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { ModelAdminService, type AddModelRequest } from "@shoal/gen/shoal/v1/model_admin_pb.ts";
 import { ModelService, type Model } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { bearerAuth } from "./api-key.ts";
 
@@ -42,6 +43,7 @@ export class ShoalApi {
   private readonly models: Client<typeof ModelService>;
   private readonly inference: Client<typeof InferenceService>;
   private readonly cluster: Client<typeof ClusterService>;
+  private readonly admin: Client<typeof ModelAdminService>;
 
   /**
    * @param options.apiKey read on every call: its `Authorization: Bearer` header (none while undefined)
@@ -59,6 +61,7 @@ export class ShoalApi {
     this.models = createClient(ModelService, transport);
     this.inference = createClient(InferenceService, transport);
     this.cluster = createClient(ClusterService, transport);
+    this.admin = createClient(ModelAdminService, transport);
   }
 
   private async timed<T>(call: (onHeader: (h: Headers) => void) => Promise<T>): Promise<Timed<T>> {
@@ -84,6 +87,19 @@ export class ShoalApi {
   /** Every label's score for each text. */
   classify(model: string, inputs: string[], timeoutMs = 30_000): Promise<Timed<ClassifyResponse>> {
     return this.timed((onHeader) => this.inference.classify({ model, inputs, truncate: true }, { timeoutMs, onHeader }));
+  }
+
+  /**
+   * ModelAdminService.AddModel: serves `source` (a folder or an `hf:` id) under `id`. Slow while
+   * the gateway downloads from the Hub, hence the long default timeout. Answers the model as listed.
+   */
+  addModel(req: Pick<AddModelRequest, "source" | "id" | "pool" | "pinned">, timeoutMs = 600_000): Promise<Timed<Model | undefined>> {
+    return this.timed(async (onHeader) => (await this.admin.addModel(req, { timeoutMs, onHeader })).model);
+  }
+
+  /** ModelAdminService.RemoveModel: calls already accepted finish, new ones get NotFound. */
+  async removeModel(id: string, timeoutMs = 30_000): Promise<void> {
+    await this.admin.removeModel({ id }, { timeoutMs });
   }
 
   /** Workers, their resident models and lane lag, as the gateway sees them. */

@@ -6,10 +6,12 @@ import type { Model } from "@shoal/gen/shoal/v1/model_pb.ts";
 import { gatewayUrl, ShoalApi, type Timed } from "./api.ts";
 import { ApiKeyStore, authProblem, type KeyStorage } from "./api-key.ts";
 import { mountApiKeyField } from "./api-key-field.ts";
-import { renderCluster, replicasCell } from "./cluster.ts";
+import { renderCluster } from "./cluster.ts";
 import { byId, fillSelect, h, linesOf } from "./dom.ts";
 import { renderGlance, type ClusterSnapshot, type InferenceMethod } from "./glance.ts";
 import { formatMs, LatencyWindow } from "./latency.ts";
+import { renderModelRows } from "./models-table.ts";
+import { mountRegistryPanel } from "./registry-panel.ts";
 import { colorFloor, cosineMatrix, similarityColor } from "./similarity.ts";
 import { mountScorePanels } from "./try-scores.ts";
 
@@ -47,10 +49,6 @@ const glance = byId("glance");
 const clusterBox = h("div", { id: "cluster", class: "cluster" });
 glance.after(clusterBox);
 const modelsTable = byId<HTMLTableElement>("models-table");
-const modelsBody = modelsTable.tBodies[0]!;
-modelsTable.tHead?.replaceChildren(
-  h("tr", {}, ...["id", "task", "dimensions", "max tokens", "pool", "normalize", "replicas", "loads", "last cold start"].map((t) => h("th", {}, t))),
-);
 const modelSelect = byId<HTMLSelectElement>("embed-model");
 const form = byId<HTMLFormElement>("embed-form");
 const button = byId<HTMLButtonElement>("embed-button");
@@ -73,6 +71,8 @@ function recordCall(method: InferenceMethod, res: Timed<unknown>): void {
 }
 
 const scorePanels = mountScorePanels(form.closest("section") ?? form, api, recordCall, messageOf);
+// AddModel and RemoveModel answer once this gateway has the change: refresh at once to show it.
+const registry = mountRegistryPanel(modelsTable, api, () => void refresh());
 
 function renderStatus(): void {
   const dot = byId("status-dot");
@@ -85,47 +85,15 @@ function renderStatus(): void {
         : (keyField.problem ?? "gateway unreachable");
 }
 
-/** "12 ms" for a cold start, "—" when the model was never loaded. */
-function coldStart(ms: number): string {
-  return ms > 0 ? formatMs(ms) : "—";
-}
-
 function renderModels(models: readonly Model[]): void {
   byId("models-count").textContent = `(${models.length})`;
-  modelsBody.replaceChildren(
-    ...models.map((m) =>
-      h(
-        "tr",
-        { "data-model": m.id, "data-task": (Task[m.task] ?? "unknown").toLowerCase() },
-        h(
-          "td",
-          { title: m.origin || undefined },
-          h("code", {}, m.id),
-          m.pinned ? h("span", { class: "pin", title: "pinned: kept resident once loaded" }, "pin") : null,
-          m.generated ? h("span", { class: "pin generated", title: "generated: random fixed weights, answers carry no meaning" }, "generated") : null,
-        ),
-        h(
-          "td",
-          {},
-          (Task[m.task] ?? "unknown").toLowerCase(),
-          // How its scores are computed (a cross-encoder's sigmoid, a bi-encoder's cosine, a zero-shot softmax).
-          m.scoring ? h("div", { class: "scoring" }, m.scoring) : null,
-        ),
-        h("td", { class: "num", title: m.labels.length > 0 ? `labels: ${m.labels.join(", ")}` : undefined }, m.dimensions),
-        h("td", { class: "num" }, m.maxSequenceLength),
-        h("td", {}, m.pool),
-        h("td", {}, m.task === Task.EMBED ? (m.normalizeDefault ? "yes" : "no") : "—"),
-        replicasCell(m),
-        h("td", { class: "num" }, String(m.loadCount)),
-        h("td", { class: "num" }, coldStart(m.lastColdStartMs)),
-      ),
-    ),
-  );
+  renderModelRows(modelsTable, models, registry.removing);
   fillSelect(
     modelSelect,
     models.filter((m) => m.task === Task.EMBED).map((m) => ({ value: m.id, label: `${m.id} (${m.dimensions}d)` })),
   );
   scorePanels.setModels(models);
+  registry.setModels(models);
 }
 
 let clusterRetryAt = 0;
@@ -282,6 +250,7 @@ form.addEventListener("submit", (event) => {
 
 renderGlance(glance, snapshot);
 renderCluster(clusterBox, snapshot);
+renderModelRows(modelsTable, []);
 void refresh();
 setInterval(() => {
   if (!document.hidden) void refresh();
