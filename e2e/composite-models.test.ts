@@ -9,6 +9,7 @@ import { SUPPORT_INTENT_LABELS } from "../infra/dev/default-composites.ts";
 import { kafkaBrokers, startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor } from "./harness/clients.ts";
 import { ServiceProcess } from "./harness/service-process.ts";
+import { cosine } from "../infra/pretrained/cosine.ts";
 
 /** The real bge-small-en-v1.5 (query instruction, no passage prompt, CLS pooling). */
 const BGE = "bge-small-en-v1.5";
@@ -16,18 +17,6 @@ const RANKER = "ranker";
 const INTENT = "intent";
 const T = 0.05;
 const LABELS = Object.keys(SUPPORT_INTENT_LABELS);
-
-function cosine(a: readonly number[], b: readonly number[]): number {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i]! * b[i]!;
-    na += a[i]! * a[i]!;
-    nb += b[i]! * b[i]!;
-  }
-  return dot / Math.sqrt(na * nb);
-}
 
 describe("a bi-encoder ranker and a zero-shot classifier over a real embedder (bge-small-en-v1.5)", () => {
   let cluster: TestCluster;

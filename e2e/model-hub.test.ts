@@ -13,22 +13,11 @@ import { ModelAdminService } from "@shoal/gen/shoal/v1/model_admin_pb.ts";
 import { getPreset, writeHubModelDir } from "@shoal/models";
 import { startCluster, type TestCluster } from "./harness/cluster.ts";
 import { clientsFor, codeOf } from "./harness/clients.ts";
+import { cosine } from "../infra/pretrained/cosine.ts";
 
 const MODELS_CLI = fileURLToPath(new URL("../services/client/src/models-cli.ts", import.meta.url));
 
 const TEXTS = ["models by name, live", "a hub repository with no manifest", "the same weights, the same vectors"];
-
-function cosine(a: readonly number[], b: readonly number[]): number {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i]! * b[i]!;
-    na += a[i]! * a[i]!;
-    nb += b[i]! * b[i]!;
-  }
-  return dot / Math.sqrt(na * nb);
-}
 
 /**
  * Models by name on a running cluster: a Hub-layout folder with no shoal-model.json, and `hf:` ids
