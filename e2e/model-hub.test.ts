@@ -68,9 +68,10 @@ describe("models by name: Hub-layout folders and hf: ids added to a running clus
   const embed = async (model: string) => (await clients.inference.embed({ model, inputs: TEXTS }, { timeoutMs: 30_000 })).embeddings.map((e) => e.values);
 
   /** Adds `source` as `id`, then times its first answer; its vectors against the catalog's copy. */
-  async function addAndCompare(source: string, id: string): Promise<{ revision: string }> {
+  async function addAndCompare(source: string, id: string, beforeFirstCall?: () => Promise<void>): Promise<{ revision: string }> {
     const t0 = performance.now();
     const added = await admin.addModel({ source, id, pool: cluster.pool });
+    await beforeFirstCall?.();
     const res = await clients.inference.embed({ model: id, inputs: TEXTS }, { timeoutMs: 30_000 });
     const firstS = (performance.now() - t0) / 1000;
     process.stderr.write(`${source}: first answer ${firstS.toFixed(2)} s after AddModel, no process restarted\n`);
@@ -126,8 +127,14 @@ describe("models by name: Hub-layout folders and hf: ids added to a running clus
     assert.match(listing, /^tiny-variant\s+\S+\s+[0-9a-f]{12}\s+hf:shoal-test\/tiny-variants$/m);
   });
 
-  test("hf:<org>/<name>: resolved to its commit, fetched by gateway and worker, the catalog's vectors", async () => {
-    const { revision } = await addAndCompare("hf:shoal-test/tiny-embed", "tiny-hub-id");
+  test("hf:<org>/<name>: resolved to its commit, fetched by the gateway at AddModel and by the worker on its first call, the catalog's vectors", async () => {
+    const onnxGets = (): number => hub.contentRequests("shoal-test/tiny-embed", "onnx/model.onnx").length;
+    const { revision } = await addAndCompare("hf:shoal-test/tiny-embed", "tiny-hub-id", async () => {
+      // Time for the worker to read the record (well under a second here): it knows the model, fetches nothing yet.
+      await new Promise((r) => setTimeout(r, 1_500));
+      assert.equal(onnxGets(), 1, "only the gateway fetched the ONNX file before the model's first call");
+    });
+    assert.equal(onnxGets(), 2, "the worker fetched it into its own cache on the first call");
     assert.equal(revision, sha, "the registry records the commit sha main resolved to");
     const listed = (await clients.models.listModels({})).models.find((m) => m.id === "tiny-hub-id");
     assert.equal(listed?.revision, sha);

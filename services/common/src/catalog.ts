@@ -2,8 +2,8 @@ import { readFile, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import bytes from "bytes";
 import { parse as parseYaml } from "yaml";
-import { isJsonObject } from "./json.ts";
-import { readModelDir, type ModelSpec } from "./model-manifest.ts";
+import { isJsonObject, type JsonObject } from "./json.ts";
+import { readModelManifest, type ModelSpec } from "./model-manifest.ts";
 import { locateEntry } from "./catalog-source.ts";
 import { findEmbedder, compositeSpec, isCompositeEntry, parseCompositeEntry, type CompositeEntry, type CompositeScoring } from "./composite-model.ts";
 
@@ -77,6 +77,13 @@ export interface CatalogModel {
   readonly revision?: string;
   /** The ONNX export run when the repository has several (catalog `onnx`, AddModel `onnx_variant`; see onnxVariantFile). */
   readonly onnxVariant?: string;
+  /** The manifest `spec` was validated from (an `hf:` model's; a registry record carries it so that workers can fetch the files later). */
+  readonly manifest?: JsonObject;
+  /**
+   * Fetches the model's files into this host's cache when they are not there yet (an `hf:` model
+   * a worker knows from its registry record before its first need). Absent: the files are here.
+   */
+  readonly ensureFiles?: () => Promise<void>;
   /**
    * Set for a composite (`biEncoder` / `zeroShot` entries): a reranker or classifier that scores
    * through the named embedder of this catalog; its `spec` carries the embedder's files and limits.
@@ -277,7 +284,7 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
         const runtime = await parseRuntime(raw, dir, env, where, problems);
         try {
           const givenId = typeof raw["id"] === "string" ? raw["id"] : located.defaultId;
-          const spec = await readModelDir(dir, {
+          const { spec, manifest } = await readModelManifest(dir, {
             runtime: runtime.kind,
             ...(givenId === undefined ? {} : { id: givenId }),
             ...(onnxVariant === undefined ? {} : { onnxVariant }),
@@ -285,7 +292,7 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
           const id = givenId ?? spec.id;
           const memoryBytes = memory ?? spec.memoryBytes;
           const from =
-            located.source === undefined ? {} : { source: located.source, ...(located.revision === undefined ? {} : { revision: located.revision }) };
+            located.source === undefined ? {} : { source: located.source, ...(located.revision === undefined ? {} : { revision: located.revision, manifest }) };
           const variant = onnxVariant === undefined ? {} : { onnxVariant };
           return {
             where,

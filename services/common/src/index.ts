@@ -94,7 +94,8 @@ export {
   INTAKE_KINDS,
   JOB_TOPIC_LAYOUTS,
 } from "./catalog.ts";
-export { readModelDir, ModelLoadError, type ModelSpec, type ModelTask } from "./model-manifest.ts";
+export { SESSION_OVERHEAD_BYTES, sessionBytesOfFile } from "./model-size.ts";
+export { readModelDir, readModelManifest, specOfManifest, ModelLoadError, type ModelSpec, type ModelTask } from "./model-manifest.ts";
 export { DEFAULT_ZERO_SHOT_TEMPERATURE, type CompositeScoring, type ZeroShotLabel } from "./composite-model.ts";
 export { Attr, SpanName } from "./telemetry/attributes.ts";
 export { startTracing, shoalTracer, traceHeaders, contextFromHeaders, type Tracing } from "./telemetry/tracing.ts";

@@ -345,17 +345,21 @@ async function isFile(path: string): Promise<boolean> {
 }
 
 /**
- * Reads a model directory into a frozen spec. Two layouts:
- * - a Shoal directory: `<dir>/shoal-model.json` names everything (infra/models/README.md);
- * - a Hugging Face Hub repository (a `config.json` beside its files): everything is derived from
- *   the repository's own files (config.json, tokenizer.json, sentence-transformers' modules.json,
- *   Pooling, Normalize and prompt configs, the ONNX graph's inputs and outputs). A shoal-model.json
- *   there is optional: one that is complete and valid on its own is used as is (as before);
- *   otherwise its fields override the derived ones before validation.
- * @param options Hub layouts only: ONNX variant, sidecar runtime, model id
- * @throws ModelLoadError listing every problem, each naming its file and field, with the directory path
+ * Reads a model folder into a frozen spec: its `shoal-model.json` when that is complete, else what
+ * a Hugging Face layout's own files say (hub-layout.ts), with a partial `shoal-model.json` laid
+ * over it. Paths are resolved and the files they name checked to exist.
+ * @throws ModelLoadError listing every problem, each naming its file and field, with the folder
  */
 export async function readModelDir(dir: string, options: HubReadOptions = {}): Promise<ModelSpec> {
+  return (await readModelManifest(dir, options)).spec;
+}
+
+/**
+ * {@link readModelDir}, with the manifest the spec was validated from (file names relative to the
+ * folder): what a registry record carries so that a worker can know a model before it fetches the
+ * model's files ({@link specOfManifest}).
+ */
+export async function readModelManifest(dir: string, options: HubReadOptions = {}): Promise<{ spec: ModelSpec; manifest: JsonObject }> {
   const absDir = resolve(dir);
   const manifestPath = join(absDir, MANIFEST_FILE);
   const hub = await isFile(join(absDir, HUB_CONFIG_FILE));
@@ -376,7 +380,7 @@ export async function readModelDir(dir: string, options: HubReadOptions = {}): P
     }
     const { spec, problems } = validateManifest(absDir, raw);
     await missingFiles(spec, problems);
-    if (problems.length === 0) return deepFreeze(spec);
+    if (problems.length === 0) return { spec: deepFreeze(spec), manifest: raw as Json };
     if (!hub) throw new ModelLoadError(absDir, problems);
     if (!isJsonObject(raw)) throw new ModelLoadError(absDir, [`${MANIFEST_FILE}: must be a JSON object (an override of the derived fields)`]);
   }
@@ -391,5 +395,17 @@ export async function readModelDir(dir: string, options: HubReadOptions = {}): P
       absDir,
       problems.map((p) => (raw === undefined ? p : `${MANIFEST_FILE} (override): ${p}`)),
     );
+  return { spec: deepFreeze(spec), manifest: merged };
+}
+
+/**
+ * The spec a manifest gives for a folder whose files may not be there yet (a worker that fetches a
+ * model's files on its first need). The files are checked when the model is loaded.
+ * @throws ModelLoadError when the manifest itself is invalid
+ */
+export function specOfManifest(dir: string, manifest: unknown): ModelSpec {
+  const absDir = resolve(dir);
+  const { spec, problems } = validateManifest(absDir, manifest);
+  if (problems.length > 0) throw new ModelLoadError(absDir, problems);
   return deepFreeze(spec);
 }

@@ -7,7 +7,8 @@ import {
   batchingOf,
   modelKey,
   modelRecordValue,
-  readModelDir,
+  readModelManifest,
+  sessionBytesOfFile,
   type ModelRegistry,
   type ModelSourceResolver,
   type RegistryRefusal,
@@ -50,10 +51,9 @@ export function createModelAdminService(deps: ModelAdminDeps): ServiceImpl<typeo
   }
 
   /** Refuses a model no live worker of its pool can hold (budget below one session's estimate). */
-  async function checkFits(pool: string, id: string, modelPath: string, memoryBytes: number | undefined): Promise<void> {
+  async function checkFits(pool: string, id: string, bytes: number): Promise<void> {
     const budgets = (deps.workers?.() ?? []).filter((w) => w.pool === pool && w.memoryBudgetBytes > 0n).map((w) => Number(w.memoryBudgetBytes));
     if (budgets.length === 0) return;
-    const bytes = memoryBytes ?? Math.ceil((await stat(modelPath)).size * 1.5);
     const largest = Math.max(...budgets);
     if (bytes > largest) {
       refuse({
@@ -84,14 +84,19 @@ export function createModelAdminService(deps: ModelAdminDeps): ServiceImpl<typeo
         // Resolved and read before anything is written: a refused source leaves the registry as it was.
         const variant = req.onnxVariant === "" ? {} : { onnxVariant: req.onnxVariant };
         const { dir, revision } = await deps.resolver(req.source, variant);
-        const spec = await readModelDir(dir, { ...variant, ...(req.id === "" ? {} : { id: req.id }) });
+        const { spec, manifest } = await readModelManifest(dir, { ...variant, ...(req.id === "" ? {} : { id: req.id }) });
         const id = req.id || spec.id;
         refuse(state.addProblem(id));
-        await checkFits(poolName, id, spec.modelPath, spec.memoryBytes);
+        const memoryBytes = spec.memoryBytes ?? sessionBytesOfFile((await stat(spec.modelPath)).size);
+        await checkFits(poolName, id, memoryBytes);
+        // An hf: model's record carries what workers need to know it before they fetch its files
+        // (on its first need): the manifest read here and a size to plan memory with.
+        const hub = req.source.startsWith("hf:");
         const record = create(RegistryModelSchema, {
           id,
           source: req.source,
           onnxVariant: req.onnxVariant,
+          ...(hub ? { manifestJson: JSON.stringify(manifest), memoryBytes: BigInt(memoryBytes) } : {}),
           revision,
           pool: poolName,
           pinned: req.pinned,

@@ -15,6 +15,7 @@ import {
   shareSecurity,
   warnIfUnsigned,
   createHubSourceResolver,
+  readHubSettings,
   createModelRegistry,
   createSourceResolver,
   type ModelRegistry,
@@ -178,8 +179,10 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     const httpPort = await http.listen(config.httpPort, config.httpHost);
     modelRegistry = createModelRegistry(kafka, logger, {
       catalog: await loadCatalog(config.catalogPath),
-      // Folders, and hf: ids fetched into this host's huggingface_hub cache on first need.
+      // Folders, and hf: ids fetched into this host's huggingface_hub cache.
       resolver: createSourceResolver({ hub: createHubSourceResolver({ logger }) }),
+      // hf: models are known from their records and fetched into this cache on their first need.
+      hubCacheDir: readHubSettings().cacheDir,
       instanceId: `worker-${config.workerId}`,
       signer,
       topic: config.registryTopic,

@@ -41,6 +41,11 @@ export interface ModelRegistryOptions {
   readonly retiredGraceMs?: number;
   /** The registry topic (SHOAL_REGISTRY_TOPIC; default `shoal.registry`): one per Shoal cluster sharing a Kafka cluster. */
   readonly topic?: string;
+  /**
+   * A worker's huggingface_hub cache: `hf:` models are served from their records' manifests and
+   * their files fetched on first need (see materializeModel). Unset: fetched when applied.
+   */
+  readonly hubCacheDir?: string;
   /** How long start() may take to read the topic to its end (default 30 s). */
   readonly catchUpMs?: number;
 }
@@ -91,7 +96,7 @@ export function createModelRegistry(kafka: Kafka, logger: Logger, opts: ModelReg
       return models.retire(id);
     }
     try {
-      const model = await materializeModel(record, resolver, (m) => models.served(m));
+      const model = await materializeModel(record, resolver, (m) => models.served(m), opts.hubCacheDir === undefined ? {} : { hubCacheDir: opts.hubCacheDir });
       // Still the same record once its folder was read: a later record may have replaced it meanwhile.
       if (state.models.get(id) !== record) return;
       pending.delete(id);

@@ -7,7 +7,10 @@ import {
 } from "@shoal/gen/shoal/v1/registry_pb.ts";
 import { SIDECARS, type CatalogModel, type ModelBatching, type ModelRuntime, type SidecarName } from "../catalog.ts";
 import { compositeSpec, type CompositeScoring } from "../composite-model.ts";
-import { readModelDir } from "../model-manifest.ts";
+import { repoCachePaths } from "../hub/cache.ts";
+import { parseModelSource } from "../hub/model-source.ts";
+import { isJsonObject, type JsonObject } from "../json.ts";
+import { readModelDir, specOfManifest, type ModelSpec } from "../model-manifest.ts";
 import type { ModelSourceResolver } from "./model-source.ts";
 
 /** The catalog's batching overrides as the registry records them. */
@@ -57,7 +60,33 @@ export function recordOfCatalogModel(m: CatalogModel, revision: string, nowUnixM
     compositeJson: m.composite === undefined ? "" : JSON.stringify(m.composite),
     addedUnixMs: BigInt(nowUnixMs),
     onnxVariant: m.onnxVariant ?? "",
+    manifestJson: m.manifest === undefined || !(m.source ?? "").startsWith("hf:") ? "" : JSON.stringify(m.manifest),
   });
+}
+
+/** How a process turns records into served models. */
+export interface MaterializeOptions {
+  /**
+   * A worker's huggingface_hub cache: an `hf:` record that carries its manifest is served at once
+   * from it, its files fetched into this cache on the model's first need. Unset (a gateway): the
+   * files are fetched when the record is applied.
+   */
+  readonly hubCacheDir?: string;
+}
+
+/** An `hf:` record's spec from the manifest it carries, its files where the cache will hold them; undefined when it carries none. */
+function lazyHubModel(r: RegistryModel, cacheDir: string): { spec: ModelSpec; manifest: JsonObject } | undefined {
+  if (r.manifestJson === "" || r.revision === "" || !r.source.startsWith("hf:")) return undefined;
+  const source = parseModelSource(r.source);
+  if (source.kind !== "hf") return undefined;
+  let manifest: unknown;
+  try {
+    manifest = JSON.parse(r.manifestJson);
+  } catch (err) {
+    throw new MaterializeError(`model '${r.id}': its record's manifest is not JSON (${(err as Error).message})`);
+  }
+  if (!isJsonObject(manifest)) throw new MaterializeError(`model '${r.id}': its record's manifest is not a JSON object`);
+  return { spec: specOfManifest(repoCachePaths(cacheDir, source.repo).snapshot(r.revision), manifest), manifest };
 }
 
 /** A registry record that cannot become a served model on this process (its folder is missing here, its embedder is not served). */
@@ -83,6 +112,7 @@ export async function materializeModel(
   r: RegistryModel,
   resolver: ModelSourceResolver,
   lookup: (id: string) => CatalogModel | undefined,
+  options: MaterializeOptions = {},
 ): Promise<CatalogModel> {
   const batching = batchingOf(r.batching);
   if (typeof batching === "string") throw new MaterializeError(`model '${r.id}': ${batching}`);
@@ -104,6 +134,20 @@ export async function materializeModel(
   }
   const runtime = runtimeOf(r);
   const variant = r.onnxVariant === "" ? {} : { onnxVariant: r.onnxVariant };
+  const lazy = options.hubCacheDir === undefined ? undefined : lazyHubModel(r, options.hubCacheDir);
+  if (lazy !== undefined) {
+    // Known from the record's manifest now; its files come on its first need (model-fleet.ts).
+    let fetched: Promise<unknown> | undefined;
+    const ensureFiles = async (): Promise<void> => {
+      fetched ??= resolver(r.source, { revision: r.revision, ...variant, runtime: runtime.kind }).catch((err: unknown) => {
+        fetched = undefined; // a failed fetch is tried again on the next need
+        throw err;
+      });
+      await fetched;
+    };
+    const memoryBytes = r.memoryBytes > 0n ? Number(r.memoryBytes) : lazy.spec.memoryBytes;
+    return Object.freeze({ ...common, spec: lazy.spec, memoryBytes, runtime, manifest: lazy.manifest, ensureFiles });
+  }
   const { dir, revision } = await resolver(r.source, { ...(r.revision === "" ? {} : { revision: r.revision }), ...variant, runtime: runtime.kind });
   const spec = await readModelDir(dir, { runtime: runtime.kind, id: r.id, ...variant });
   const memoryBytes = r.memoryBytes > 0n ? Number(r.memoryBytes) : spec.memoryBytes;

@@ -1,7 +1,7 @@
 import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { firstExisting, type Catalog, type CatalogModel, type Logger } from "@shoal/common";
+import { firstExisting, sessionBytesOfFile, type Catalog, type CatalogModel, type Logger } from "@shoal/common";
 import type { Clock } from "../batching/clock.ts";
 import type { ComputeGate } from "../batching/compute-gate.ts";
 import { Residency, type Lease, type ResidencyEvent } from "../residency/residency.ts";
@@ -20,9 +20,6 @@ import { ModelRunner, type ModelRunnerOptions } from "./model-runner.ts";
 /** What serves one model on this worker: its own session (ModelRunner), or a composite over an embedder's. */
 export type FleetRunner = ModelRunner | CompositeRunner;
 
-/** Fixed cost of a session beyond its weights (arena, tokenizer, thread), bytes. */
-const SESSION_OVERHEAD_BYTES = 16 * 1024 * 1024;
-
 /**
  * Resident bytes of a model on this worker: each inference thread holds its own session, so the
  * per-session size (the catalog's `memory`, else the manifest's, else 1.5× the ONNX file) times
@@ -34,11 +31,10 @@ export async function estimateModelBytes(model: CatalogModel, sessions: number):
   if (model.runtime?.kind === "sidecar") {
     // One copy in the sidecar process whatever the thread count: the weights file plus activations.
     return (
-      model.memoryBytes ??
-      Math.ceil((await stat(join(model.runtime.weightsDir, "model.safetensors")).catch(() => stat(model.spec.modelPath))).size * 1.5) + SESSION_OVERHEAD_BYTES
+      model.memoryBytes ?? sessionBytesOfFile((await stat(join(model.runtime.weightsDir, "model.safetensors")).catch(() => stat(model.spec.modelPath))).size)
     );
   }
-  const perSession = model.memoryBytes ?? Math.ceil((await stat(model.spec.modelPath)).size * 1.5) + SESSION_OVERHEAD_BYTES;
+  const perSession = model.memoryBytes ?? sessionBytesOfFile((await stat(model.spec.modelPath)).size);
   return perSession * sessions;
 }
 
@@ -110,16 +106,20 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
   }
   const sizes = new Map<string, number>();
   for (const m of poolModels) {
+    // Its files not fetched yet and no size recorded: sized on its first need (sizeOnFirstNeed).
+    if (m.ensureFiles !== undefined && m.memoryBytes === undefined && device === undefined) continue;
     // A simulated model lives once on the worker's one device, whatever the thread count.
     sizes.set(m.id, device === undefined || m.composite !== undefined ? await estimateModelBytes(m, sessions) : (m.memoryBytes ?? device.profile.memoryBytes));
   }
 
   // A model the registry added after start (or replaced under the same id) is sized on its first
   // need, from its files, as the start-up ones were above; the residency checks it against the budget.
-  const sizedFrom = new Map<string, CatalogModel>(poolModels.map((m) => [m.id, m]));
+  const sizedFrom = new Map<string, CatalogModel>(poolModels.filter((m) => sizes.has(m.id)).map((m) => [m.id, m]));
   async function sizeOnFirstNeed(id: string): Promise<void> {
     const m = catalog.models.get(id);
     if (m === undefined || sizedFrom.get(id) === m || residency.snapshot().some((r) => r.model === id && r.state === "resident")) return;
+    // An hf: model known from its registry record: its files come now, on its first need.
+    if (m.memoryBytes === undefined) await m.ensureFiles?.();
     sizes.set(id, device === undefined || m.composite !== undefined ? await estimateModelBytes(m, sessions) : (m.memoryBytes ?? device.profile.memoryBytes));
     sizedFrom.set(id, m);
   }
@@ -152,6 +152,8 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
     // Gone from the registry (removed, its grace passed) while its load waited: a load failure.
     const model = catalog.models.get(id);
     if (model === undefined) throw new Error(`model '${id}' is no longer in the model registry`);
+    // Fetched into this host's cache on the model's first need (a no-op once they are there).
+    await model.ensureFiles?.();
     if (model.composite !== undefined) {
       const { composite } = model;
       const limits = deps.runnerOptions(model).inputLimits ?? { maxInputs: Infinity, maxInputChars: Infinity, maxRequestBytes: Infinity };
@@ -217,7 +219,7 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
     device,
     async preload() {
       const named = config.models.filter((m) => m !== "none");
-      const unknown = named.filter((m) => !sizes.has(m));
+      const unknown = named.filter((m) => !poolModels.some((p) => p.id === m));
       if (unknown.length > 0) throw new Error(`SHOAL_MODELS names models that are not in pool '${config.pool}': ${unknown.join(", ")}`);
       let ids: string[];
       if (config.models.includes("none")) ids = [];
@@ -227,14 +229,16 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
         ids = [];
         let used = 0;
         for (const m of [...poolModels].sort((a, b) => Number(b.pinned) - Number(a.pinned))) {
-          const size = sizes.get(m.id)!;
-          if (used + size > config.memoryBudgetBytes) continue;
+          const size = sizes.get(m.id);
+          // Unsized: an hf: model whose files come on its first need, not at start.
+          if (size === undefined || used + size > config.memoryBudgetBytes) continue;
           used += size;
           ids.push(m.id);
         }
       }
       for (const id of ids) {
         try {
+          await sizeOnFirstNeed(id);
           (await residency.acquire(id)).release();
         } catch (err) {
           log.error({ model: id, err }, "start-up load failed; the model's jobs will retry it");
