@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { backoffMs, DEFAULT_RETRY_POLICY, retryAfterMs } from "./retry.ts";
+import { backoffMs, DEFAULT_RETRY_POLICY, retryAfterMs, withRetries } from "./retry.ts";
 import { decodeFloat32Le } from "./index.ts";
 
 test("backoff grows exponentially to its cap, with full jitter", () => {
@@ -57,4 +57,32 @@ test("float32 little-endian bytes decode from any offset into an aligned copy", 
   const out = decodeFloat32Le(shifted.subarray(1));
   assert.deepEqual(Array.from(out), Array.from(v));
   assert.throws(() => decodeFloat32Le(new Uint8Array(5)), RangeError);
+});
+
+test("a Canceled the caller did not ask for (a gateway killed mid-call) is retried as Unavailable; the caller's own cancel is not", async () => {
+  const policy = { maxAttempts: 3, initialBackoffMs: 1, maxBackoffMs: 1, multiplier: 1 };
+  let calls = 0;
+  const served = await withRetries({ policy, deadline: Date.now() + 5_000 }, async () => {
+    calls += 1;
+    if (calls === 1) throw new ConnectError("http/2 stream closed with error code CANCEL (0x8)", Code.Canceled);
+    return "answered";
+  });
+  assert.equal(served, "answered");
+  assert.equal(calls, 2);
+
+  // Out of attempts: the caller sees Unavailable, a documented code, not Canceled.
+  const always = withRetries({ policy, deadline: Date.now() + 5_000 }, async () => {
+    throw new ConnectError("http/2 stream closed with error code CANCEL (0x8)", Code.Canceled);
+  });
+  await assert.rejects(always, (e: unknown) => e instanceof ConnectError && e.code === Code.Unavailable && /server ended the call/.test(e.message));
+
+  const controller = new AbortController();
+  controller.abort();
+  let tries = 0;
+  const own = withRetries({ policy, deadline: Date.now() + 5_000, signal: controller.signal }, async () => {
+    tries += 1;
+    throw new ConnectError("the caller cancelled", Code.Canceled);
+  });
+  await assert.rejects(own, (e: unknown) => e instanceof ConnectError && e.code === Code.Canceled);
+  assert.equal(tries, 1);
 });

@@ -86,6 +86,17 @@ export interface RetryOptions {
 }
 
 /**
+ * A Canceled the caller did not ask for is the server going away mid-call: a gateway killed or
+ * restarted resets its HTTP/2 streams with CANCEL, which connect-node reports as Canceled. To the
+ * caller that gateway is unavailable, and another attempt (on a gateway that is up) may succeed:
+ * Unavailable. A call whose own signal was aborted stays Canceled.
+ */
+export function unlessCallerCancelled(err: ConnectError, signal: AbortSignal | undefined): ConnectError {
+  if (err.code !== Code.Canceled || signal?.aborted === true) return err;
+  return new ConnectError(`the server ended the call (${err.rawMessage})`, Code.Unavailable, err.metadata, undefined, err);
+}
+
+/**
  * Runs `attempt(timeoutMs)` until it succeeds, fails with a code that is not retriable, runs out
  * of attempts, or would wait past the deadline; each attempt gets the time left as its timeout.
  * The last error is thrown as is.
@@ -97,7 +108,7 @@ export async function withRetries<T>(opts: RetryOptions, attempt: (timeoutMs: nu
     try {
       return await attempt(left);
     } catch (e) {
-      const err = ConnectError.from(e);
+      const err = unlessCallerCancelled(ConnectError.from(e), opts.signal);
       if (!isRetriable(err) || n >= opts.policy.maxAttempts || opts.signal?.aborted) throw err;
       const hint = retryAfterMs(err);
       const delayMs = backoffMs(opts.policy, n, hint);
