@@ -2,11 +2,15 @@
  * The adversarial suite (issue #19; `npm run test:adversarial`, part of `npm test`): one hostile
  * peer at a time against a live cluster while a polite caller keeps calling. For each attack it
  * asserts what the attacker gets (a refusal with its code, or a closed connection, in bounded
- * time), that the gateway and worker stay up, that the polite caller's calls all succeed with their
- * p99 within 2× of the same caller's unloaded run (plus 100 ms: a loaded 2-core CI machine's own
- * jitter) and none stalled, and that no accepted call is lost. Job records naming reply topics that do not exist
- * are here; forged and unsigned records are covered by e2e/cluster-keys.test.ts, greedy callers by
- * e2e/fair-admission.test.ts; the README's security table lists all of them.
+ * time), that the gateway and worker stay up, that the polite caller's calls all succeed within
+ * bounds of the same caller's unloaded run, and that no accepted call is lost. The polite caller
+ * (harness/polite-caller.ts, issue #52) sends on a fixed schedule and times each call from its
+ * scheduled start, so a stall shows in every call it overlaps; the huge Embed is held to #52's goal
+ * (p99 ≤ 3×, slowest ≤ 5× the unloaded p99), the other attacks to the goal plus an allowance.
+ * Each attack's event-loop delay (gateway and worker) is read from their /metrics and printed.
+ * Job records naming reply topics that do not exist are here; forged and unsigned records are
+ * covered by e2e/cluster-keys.test.ts, greedy callers by e2e/fair-admission.test.ts, large bad
+ * bodies by e2e/large-bodies.test.ts; the README's security table lists all of them.
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -17,7 +21,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { after, before, describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
-import { type Client, Code, createClient } from "@connectrpc/connect";
+import { Code, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { InferenceService } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { selfSignedCert } from "@shoal/common/self-signed";
@@ -28,9 +32,9 @@ import { JobEnvelopeSchema } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { idleSession, neverReads, silent, slowBody, slowHeaders, streamFlood } from "./harness/attacks.ts";
 import { kafkaBrokers, startCluster, type TestCluster, workerMetricsUrl } from "./harness/cluster.ts";
 import { clientsFor, codeOf } from "./harness/clients.ts";
-import type { ServiceProcess } from "./harness/service-process.ts";
+import { P99_BOUND, POLITE_CALLS, POLITE_INTERVAL_MS, PoliteCaller, SLOWEST_BOUND, type PoliteFigures } from "./harness/polite-caller.ts";
 import { type Scrape, scrape, total } from "./harness/prometheus.ts";
-import { eventually, waitFor } from "./harness/wait.ts";
+import { waitFor } from "./harness/wait.ts";
 import { REFUSED_MESSAGE } from "../services/gateway/src/stream-reset-guard.ts";
 
 const LIMITS = {
@@ -43,80 +47,6 @@ const LIMITS = {
   SHOAL_STREAM_RESETS_PER_SECOND: "20",
   SHOAL_MAX_WORKERS: "32",
 };
-const POLITE_CALLS = 100;
-
-/**
- * The polite caller: sequential one-text Embeds; every one must succeed. `measureBaseline` takes
- * its unloaded p99; `underAttack` runs it beside an attack and checks two bounds and that every
- * service is still running: p99 within 2× + 100 ms of the unloaded p99 (an attack that slows the
- * callers it overlaps), and the slowest call within 4× + 300 ms (an attack that stalls a service).
- * The p99 of 100 calls is the second slowest: on this 2-core machine one call can lose ~150 ms to
- * the scheduler whatever the attack (the p99 of 40 calls, their slowest, was a flaky bound).
- */
-class PoliteCaller {
-  baselineP99 = 0;
-  /** Where the slowest call of the last run spent its time. */
-  private slowest = "";
-
-  constructor(
-    private readonly client: () => Client<typeof InferenceService>,
-    private readonly model: () => string,
-    private readonly services: () => readonly ServiceProcess[],
-  ) {}
-
-  async latencies(calls = POLITE_CALLS, inference = this.client()): Promise<{ p99: number; max: number }> {
-    const took: number[] = [];
-    const started = performance.now();
-    for (let i = 0; i < calls; i++) {
-      const t = performance.now();
-      const r = await inference.embed({ model: this.model(), inputs: [`polite call ${i}`] }, { timeoutMs: 10_000 });
-      const ms = performance.now() - t;
-      if (ms > Math.max(0, ...took)) {
-        const s = r.timing;
-        this.slowest = `slowest ${ms.toFixed(0)} ms at +${(t - started).toFixed(0)} ms: gateway ${s?.totalMs.toFixed(0)} ms, of which ${s?.queueMs.toFixed(0)} ms until the worker started it`;
-      }
-      took.push(ms);
-      assert.equal(r.embeddings.length, 1);
-    }
-    took.sort((a, b) => a - b);
-    return { p99: took[Math.ceil(0.99 * took.length) - 1]!, max: took[took.length - 1]! };
-  }
-
-  async measureBaseline(): Promise<void> {
-    // The first call of a cold cluster (first in a CI run: JIT, a broker just started) can be slow
-    // or fail while the worker joins: warm up until one answers.
-    const answered = await eventually(async () => {
-      await this.client().embed({ model: this.model(), inputs: ["warm-up"] }, { timeoutMs: 10_000 });
-      return true;
-    }, 30_000);
-    assert.ok(answered, "a first call is answered within 30 s");
-    await this.latencies(10); // warm
-    const { p99, max } = await this.latencies();
-    this.baselineP99 = p99;
-    console.error(`adversarial: unloaded: polite p99 ${p99.toFixed(1)} ms, max ${max.toFixed(1)} ms; ${this.slowest}`);
-  }
-
-  /** Runs the attack and the polite caller together; asserts the polite caller's latency bounds and that the services are alive. */
-  async underAttack<T>(name: string, attack: () => Promise<T>, opts: { latencyBound?: boolean } = {}): Promise<T> {
-    // The polite caller's connection is open before the attack starts, as a caller's would be
-    // (its own TLS handshake racing 30 attacking ones measured the handshakes, not the attack).
-    const inference = this.client();
-    await inference.embed({ model: this.model(), inputs: ["polite warm-up"] });
-    const [result, { p99, max }] = await Promise.all([attack(), this.latencies(POLITE_CALLS, inference)]);
-    const bound = 2 * this.baselineP99 + 100;
-    const stallBound = 4 * this.baselineP99 + 300;
-    console.error(
-      `adversarial: ${name}: polite p99 ${p99.toFixed(1)} ms, max ${max.toFixed(1)} ms (unloaded p99 ${this.baselineP99.toFixed(1)} ms; bounds ${bound.toFixed(0)} / ${stallBound.toFixed(0)} ms); ${this.slowest}`,
-    );
-    if (opts.latencyBound !== false) {
-      assert.ok(p99 <= bound, `${name}: polite p99 ${p99.toFixed(1)} ms over ${bound.toFixed(0)} ms`);
-      assert.ok(max <= stallBound, `${name}: slowest polite call ${max.toFixed(1)} ms over ${stallBound.toFixed(0)} ms`);
-    }
-    for (const p of this.services()) assert.ok(p.running, `${name}: ${p.name} still running`);
-    return result;
-  }
-}
-
 describe("adversarial suite: hostile peers get bounded answers; other callers keep their latency", () => {
   let cluster: TestCluster;
   let url: string;
@@ -126,12 +56,19 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
     () => clientsFor(url, "grpc").inference,
     () => embedModel,
     () => [...cluster.gateways, ...cluster.workers],
+    async () => [
+      { name: "gateway", metricsUrl: `${url}/metrics` },
+      { name: "worker", metricsUrl: await workerMetricsUrl(cluster.workers[0]!) },
+    ],
   );
   /** Jobs the worker has answered, all statuses (its /metrics). */
   async function workerJobs(): Promise<number> {
     return total(await scrape(await workerMetricsUrl(cluster.workers[0]!)), "shoal_worker_jobs_total");
   }
-  const underAttack = <T>(name: string, attack: () => Promise<T>, opts: { latencyBound?: boolean } = {}): Promise<T> => polite.underAttack(name, attack, opts);
+  /** The polite caller's figures under the huge Embed, for #52's goal below. */
+  let hugeEmbedPolite: PoliteFigures | undefined;
+  const underAttack = <T>(name: string, attack: () => Promise<T>, opts: { latencyBound?: boolean; goal?: boolean } = {}): Promise<T> =>
+    polite.underAttack(name, attack, opts);
 
   before(async () => {
     cluster = await startCluster({ gateways: 1, workers: 1, presets: ["tiny", "tiny-rerank"], gatewayEnv: LIMITS });
@@ -199,6 +136,68 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
       return performance.now() - t;
     });
     assert.ok(took < 10_000, `huge rerank took ${took.toFixed(0)} ms`);
+  });
+
+  test("the huge Embed (issue #52): 4 callers each sending 256 texts of 32,000 characters without spaces (7.8 MiB of Connect JSON, under the limit) get their answers; the polite caller keeps its latency", async () => {
+    // Its own process: building and sending 31 MiB of bodies here would delay the polite caller's client.
+    const attacker = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "harness/huge-embed.ts"), url, embedModel, "4", "256", "32000"], {
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    try {
+      const lines = createInterface({ input: attacker.stdout! });
+      const nextLine = (): Promise<string> => new Promise((resolve) => lines.once("line", resolve));
+      const bodyBytes = Number((await nextLine()).split(" ")[1]);
+      assert.ok(bodyBytes > 7.5 * 2 ** 20 && bodyBytes < 8 * 2 ** 20, `each body is ${bodyBytes} bytes: 7.8 MiB, under the 8 MiB limit`);
+      const huge = await underAttack(
+        "huge embed",
+        async () => {
+          attacker.stdin!.write("go\n");
+          // For as long as the polite caller's schedule runs; the calls in flight then still finish.
+          await new Promise((r) => setTimeout(r, POLITE_CALLS * POLITE_INTERVAL_MS));
+          attacker.stdin!.write("stop\n");
+          const out = JSON.parse(await nextLine()) as {
+            codes: Record<string, number>;
+            textsPerSecond: number;
+            callsPerSecond: number;
+            seconds: number;
+            latenciesMs: number[];
+          };
+          // Before the polite caller's bounds are asserted: the huge callers' figures are wanted either way.
+          console.error(
+            `adversarial: huge embed: the huge callers: ${JSON.stringify(out.codes)} in ${out.seconds.toFixed(1)} s, ${out.textsPerSecond.toFixed(0)} texts/s (${out.callsPerSecond.toFixed(2)} calls/s), latencies ${out.latenciesMs.join(", ")} ms`,
+          );
+          return out;
+        },
+        // The polite caller's bounds are the next test's (#52's goal, not met yet).
+        { latencyBound: false },
+      );
+      hugeEmbedPolite = polite.last;
+      // Answered, or refused with a retry hint: never failed or dropped.
+      assert.ok(
+        Object.keys(huge.codes).every((c) => c === "ok" || c === "resource_exhausted"),
+        JSON.stringify(huge.codes),
+      );
+      assert.ok((huge.codes["ok"] ?? 0) >= 4, `the huge callers got answers: ${JSON.stringify(huge.codes)}`);
+    } finally {
+      attacker.kill();
+    }
+  });
+
+  // #52's goal, on the figures of the run above. Not met yet (p99 about 2 s against a bound of about
+  // 70 ms here, down from 3.2 s): a todo, so the run shows the gap without failing CI. It becomes
+  // a plain test once the gateway's remaining per-call work is off its event loop (issue #52).
+  test("#52's goal under the huge Embed: the polite caller's p99 within 3x and its slowest call within 5x of its unloaded p99", {
+    todo: "issue #52 is open: the gateway's event loop still carries each huge call's decode, encode and produce",
+  }, () => {
+    assert.ok(hugeEmbedPolite !== undefined, "the huge Embed test ran");
+    assert.ok(
+      hugeEmbedPolite.p99 <= P99_BOUND * polite.alone.p99,
+      `polite p99 ${hugeEmbedPolite.p99.toFixed(1)} ms over ${(P99_BOUND * polite.alone.p99).toFixed(0)} ms`,
+    );
+    assert.ok(
+      hugeEmbedPolite.max <= SLOWEST_BOUND * polite.alone.p99,
+      `slowest ${hugeEmbedPolite.max.toFixed(1)} ms over ${(SLOWEST_BOUND * polite.alone.p99).toFixed(0)} ms`,
+    );
   });
 
   test("label-cardinality attack: 300 calls naming random models are NotFound and add no metric series per name", async () => {
@@ -309,30 +308,34 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
     const metricsUrl = await workerMetricsUrl(cluster.workers[0]!);
     const dropped = async (reason: string): Promise<number> => total(await scrape(metricsUrl), "shoal_worker_results_dropped_total", { reason });
     const [unregistered0, missing0] = [await dropped("unregistered_reply_topic"), await dropped("missing_reply_topic")];
-    await underAttack("spoofed reply topics", async () => {
-      for (let i = 0; i < 200; i += 20) {
-        await producer.send({
-          topic: jobsTopic(cluster.pool, Lane.INTERACTIVE),
-          messages: Array.from({ length: 20 }, (_, j) => ({
-            key: `spoof-${i + j}`,
-            value: Buffer.from(
-              encodeEnvelope(
-                create(JobEnvelopeSchema, {
-                  jobId: `spoof-${i + j}`,
-                  model: embedModel,
-                  attempt: 1,
-                  replyTo: { topic: `shoal.replies.nobody-${i + j}`, partition: 0 },
-                  lane: Lane.INTERACTIVE,
-                  task: { case: "embed", value: { inputs: [`spoofed ${i + j}`] } },
-                }),
+    // Disconnected whatever happens: a producer left connected keeps this file's process alive.
+    try {
+      await underAttack("spoofed reply topics", async () => {
+        for (let i = 0; i < 200; i += 20) {
+          await producer.send({
+            topic: jobsTopic(cluster.pool, Lane.INTERACTIVE),
+            messages: Array.from({ length: 20 }, (_, j) => ({
+              key: `spoof-${i + j}`,
+              value: Buffer.from(
+                encodeEnvelope(
+                  create(JobEnvelopeSchema, {
+                    jobId: `spoof-${i + j}`,
+                    model: embedModel,
+                    attempt: 1,
+                    replyTo: { topic: `shoal.replies.nobody-${i + j}`, partition: 0 },
+                    lane: Lane.INTERACTIVE,
+                    task: { case: "embed", value: { inputs: [`spoofed ${i + j}`] } },
+                  }),
+                ),
               ),
-            ),
-          })),
-        });
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    });
-    await producer.disconnect();
+            })),
+          });
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      });
+    } finally {
+      await producer.disconnect();
+    }
     // The reply-topic registry is on by default: the worker refuses these before it looks the topic up.
     await waitFor(async () => (await dropped("unregistered_reply_topic")) - unregistered0 >= 200, 20_000, 100);
     assert.equal(
@@ -376,6 +379,9 @@ describe("adversarial suite: hostile peers get bounded answers; other callers ke
         attacker.stdin!.write("go\n");
         return JSON.parse(await nextLine()) as { ms: number };
       });
+      // The polite caller's own scrapes around the attack restarted prom-client's max: take theirs
+      // (a stall, without the monitor's 20 ms period this test's bound includes).
+      stalledMs = Math.max(stalledMs, 20 + (polite.lastLoops.find((l) => l.name === "gateway")?.maxMs ?? 0));
       assert.ok(
         await waitFor(
           async () => total(await scrapeGateway(), "shoal_gateway_status_records_rejected_total", { reason: "capacity" }) - refusedBefore >= FORGED - 31,

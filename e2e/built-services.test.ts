@@ -15,7 +15,7 @@ describe("compiled services (npm run build:services): node dist/gateway.js and d
     // Inside the clone (gitignored) so the external packages resolve from its node_modules.
     outDir = await mkdtemp(join(REPO_ROOT, ".tmp-built-"));
     const files = await buildServices(outDir, { assets: true });
-    assert.deepEqual(files.map((f) => f.split("/").pop()).sort(), ["gateway.js", "inference-thread-entry.mjs", "worker.js"]);
+    assert.deepEqual(files.map((f) => f.split("/").pop()).sort(), ["gateway.js", "inference-thread-entry.mjs", "json-thread-entry.mjs", "worker.js"]);
     // The files the services read beside their code, where the bundles look first (firstExisting).
     for (const asset of ["sidecar-pytorch/sidecar.py", "sidecar-pytorch/frames.py", "console/index.html"]) {
       assert.ok(existsSync(join(outDir, asset)), `${asset} beside the bundles`);

@@ -35,6 +35,8 @@ const ENTRIES = [
   { out: "worker", src: "services/worker/src/main.ts", ext: ".js" },
   // The worker starts its threads from `./inference-thread-entry.mjs` next to itself (inference-threads.ts).
   { out: "inference-thread-entry", src: "services/worker/src/runtime/inference-thread.ts", ext: ".mjs" },
+  // The gateway decodes large Connect JSON bodies on a thread started from `./json-thread-entry.mjs` (json-decoder.ts).
+  { out: "json-thread-entry", src: "services/gateway/src/json-thread.ts", ext: ".mjs" },
 ] as const;
 
 /** CommonJS dependencies inside an ESM bundle still call `require` for Node built-ins. */
@@ -53,7 +55,7 @@ const ASSETS = [
 ] as const;
 
 /**
- * Builds the three bundles into `outDir` (emptied first) and returns their paths; with `assets`,
+ * Builds the four bundles into `outDir` (emptied first) and returns their paths; with `assets`,
  * copies ASSETS beside them, so `node <outDir>/worker.js` runs sidecar models and the gateway
  * serves the console as from the sources.
  */

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import kafkajs from "kafkajs";
 
 const { KafkaJSNumberOfRetriesExceeded, KafkaJSProtocolError, KafkaJSRequestTimeoutError } = kafkajs;
-import { isRequestTimeout, isSequenceDesync, pinningPartitioner } from "./batching-producer.ts";
+import { isRequestTimeout, isSequenceDesync, MAX_REQUEST_RECORD_BYTES, pinningPartitioner, takeRequest } from "./batching-producer.ts";
 
 // The error kafkajs builds from the broker's code 45, as a produce request reports it.
 const desync = (): Error =>
@@ -70,4 +70,41 @@ test("the pinning partitioner writes its choice into the record, which keeps it 
   const expected = reference({ topic: "t", partitionMetadata, message: { key: "job-42", value: "v" } });
   assert.equal(choose({ topic: "t", partitionMetadata, message: keyed }), expected);
   assert.equal(keyed.partition, expected);
+});
+
+test("takeRequest: small records go past a large one; a record over the byte cap goes alone; two large ones never share a request", () => {
+  const rec = (name: string, bytes: number) => ({ name, message: { key: name, value: Buffer.alloc(bytes) } });
+  const queue = [rec("huge1", 8 << 20), rec("huge2", 8 << 20), rec("a", 100), rec("b", 100)];
+  assert.deepEqual(
+    takeRequest(queue).map((q) => q.name),
+    ["a", "b"],
+  );
+  assert.deepEqual(
+    takeRequest(queue).map((q) => q.name),
+    ["huge1"],
+  );
+  // huge2 was passed over twice already: it goes before the newer small record.
+  queue.push(rec("c", 100));
+  assert.deepEqual(
+    takeRequest(queue).map((q) => q.name),
+    ["huge2"],
+  );
+  assert.deepEqual(
+    takeRequest(queue).map((q) => q.name),
+    ["c"],
+  );
+  assert.equal(queue.length, 0);
+  const many = Array.from({ length: 12 }, (_, i) => rec(`m${i}`, MAX_REQUEST_RECORD_BYTES / 10));
+  assert.equal(takeRequest(many).length, 9, "up to the byte cap (keys count too)");
+});
+
+test("takeRequest: a steady stream of small records cannot hold a large one back beyond one request", () => {
+  const rec = (name: string, bytes: number) => ({ name, message: { key: name, value: Buffer.alloc(bytes) } });
+  const queue = [rec("huge", 8 << 20), rec("s0", 100)];
+  const sent: string[][] = [];
+  for (let i = 1; i <= 4; i++) {
+    sent.push(takeRequest(queue).map((q) => q.name));
+    queue.push(rec(`s${i}`, 100)); // a small record arrives while each request is in flight
+  }
+  assert.deepEqual(sent, [["s0"], ["huge"], ["s1", "s2"], ["s3"]]);
 });

@@ -143,6 +143,51 @@ const MAX_COMPLETION_SENDS = 3;
 const MAX_RECORDS_PER_REQUEST = 1_000;
 
 /**
+ * Upper bound on the record bytes of one produce request, unless a single record is larger (it
+ * then goes alone). Two 7.8 MiB job records in one request went over the broker's limit and failed
+ * every small record beside them; and a small record waits behind one large request, not several.
+ */
+export const MAX_REQUEST_RECORD_BYTES = 1024 * 1024;
+
+const sizeOf = (v: Message["value"] | Message["key"]): number => (v === null || v === undefined ? 0 : typeof v === "string" ? v.length : v.length);
+
+/** Records a request went past (they did not fit): each goes in the next request, so none starves. */
+const passedOver = new WeakSet<object>();
+
+/**
+ * The records of the next request, taken out of `queue`: in order, those that fit
+ * MAX_REQUEST_RECORD_BYTES (small records go past larger ones waiting: issue #52); a record larger
+ * than that alone, once no smaller one waits. A record passed over once goes first in the next
+ * request (alone if it must), so a steady stream of small records cannot hold a large one back.
+ */
+export function takeRequest<Q extends { readonly message: Message }>(queue: Q[]): Q[] {
+  const taken = new Set<Q>();
+  let bytes = 0;
+  const overdue = queue.find((q) => passedOver.has(q));
+  if (overdue !== undefined) {
+    taken.add(overdue);
+    bytes += sizeOf(overdue.message.value) + sizeOf(overdue.message.key);
+  }
+  for (const q of queue) {
+    if (taken.has(q)) continue;
+    if (taken.size >= MAX_RECORDS_PER_REQUEST) break;
+    const size = sizeOf(q.message.value) + sizeOf(q.message.key);
+    if (bytes + size > MAX_REQUEST_RECORD_BYTES) continue;
+    taken.add(q);
+    bytes += size;
+  }
+  if (taken.size === 0 && queue[0] !== undefined) taken.add(queue[0]);
+  let kept = 0;
+  for (const q of queue) {
+    if (taken.has(q)) continue;
+    passedOver.add(q);
+    queue[kept++] = q;
+  }
+  queue.length = kept;
+  return [...taken];
+}
+
+/**
  * kafkajs has no linger, and idempotence allows one request in flight, so records that arrive
  * while a request is in flight go together in the next one. A lone record goes out at once:
  * no added wait at light load, large requests under heavy load.
@@ -231,7 +276,7 @@ export function createBatchingProducer(
   let connected = false;
 
   async function sendQueued(): Promise<void> {
-    const batch = queue.splice(0, MAX_RECORDS_PER_REQUEST);
+    const batch = takeRequest(queue);
     try {
       await sendComplete(batch);
     } catch (err) {

@@ -53,6 +53,8 @@ import { createReplyRegistration } from "./reply-registration.ts";
 import { createConsoleStatic } from "./console-static.ts";
 import { createCors } from "./cors.ts";
 import { createHttpFront } from "./http-front.ts";
+import { createJsonDecoder } from "./json-decoder.ts";
+import { createLargeJsonCalls } from "./large-json-calls.ts";
 import { createOpenAiEmbeddings } from "./openai-embeddings.ts";
 import { createCohereRoutes } from "./cohere-routes.ts";
 import { createTeiRoutes } from "./tei-routes.ts";
@@ -184,6 +186,8 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
   });
   // No key configured: authentication is off.
   const apiKeys = new ApiKeys(config.apiKeys);
+  // Large Connect JSON bodies are decoded on a thread of their own (issue #52).
+  const jsonDecoder = createJsonDecoder();
   let server: DualServer | undefined;
   // The live catalog: the YAML's pools, the models of the registry topic (docs/models.md).
   let registry: ModelRegistry | undefined;
@@ -360,6 +364,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
       }),
       console: createConsoleStatic(config.consoleDir),
       connect: handler,
+      largeJson: createLargeJsonCalls({ service: inference, interceptors, decoder: jsonDecoder, maxRequestBytes: config.maxRequestBytes, logger }),
       ...(apiKeys.enabled ? { keyRefusal: (authorization: string | undefined) => apiKeys.refusal(authorization) } : {}),
       // Counted as the interceptors count a refused call (no model, no tenant).
       onRefused: (method) =>
@@ -412,6 +417,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
         },
       ],
       ["close the server", () => server?.close()],
+      ["stop the JSON thread", () => jsonDecoder.close()],
       ["withdraw the reply topic registration", () => registration.stop()],
       ["stop the reply consumer", () => replies.stop()],
       ["stop taking direct results", () => directReplies?.stop()],

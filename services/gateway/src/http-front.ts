@@ -6,6 +6,8 @@ import { TEI_PATHS } from "./tei-routes.ts";
 import { clampTimeoutHeaders } from "./timeout-headers.ts";
 import { refuseEarly, stopUploadAfterResponse } from "./early-refusal.ts";
 import { type Req, type Res, writeHead } from "./http-types.ts";
+import type { JsonMethod } from "./json-thread-protocol.ts";
+import { largeJsonMethod } from "./large-json-calls.ts";
 
 type Handler = (req: Req, res: Res) => void;
 
@@ -21,6 +23,8 @@ export interface HttpFrontRoutes {
   readonly console: Handler;
   /** Everything else: the Connect adapter (RPCs, then its own fallback for /healthz etc.). */
   readonly connect: Handler;
+  /** Connect JSON inference calls with a large body (large-json-calls.ts); none: Connect's adapter serves them. */
+  readonly largeJson?: (req: Req, res: Res, method: JsonMethod) => void;
   /** Why a request's `authorization` may not reach a keyed RPC (checked before its body is read); none: keys off. */
   readonly keyRefusal?: (authorization: string | undefined) => string | undefined;
   /** Told about each call refused here (`method`: the RPC's name), so the request metrics count it. */
@@ -65,7 +69,9 @@ export function createHttpFront(routes: HttpFrontRoutes): Handler {
       routes.onRefused?.(pathname.split("/")[2] ?? "unknown");
     } else {
       clampTimeoutHeaders(req.headers);
-      routes.connect(req, res);
+      const large = routes.largeJson === undefined ? undefined : largeJsonMethod(req, pathname);
+      if (large !== undefined) routes.largeJson?.(req, res, large);
+      else routes.connect(req, res);
     }
   };
 }

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { LaneName } from "@shoal/common";
-import { Batcher, defaultBatcherOptions, type BatcherOptions, type BatchItem, type CloseReason } from "./batcher.ts";
+import { Batcher, defaultBatcherOptions, type BatcherOptions, type BatchItem, type CloseReason, takingTurns } from "./batcher.ts";
 import { ComputeGate } from "./compute-gate.ts";
 import { ManualClock } from "./manual-clock.ts";
 
@@ -339,4 +339,18 @@ describe("Batcher (injected clock)", () => {
     await batcher.idle();
     assert.deepEqual(gate.stats, { running: 0, waiting: 0 });
   });
+});
+
+test("takingTurns: a one-text request behind four 256-text requests goes in the next batch (issue #52); without groups the order is the queue's", () => {
+  const item = (group: object | undefined, name: string) => ({ name, tokens: 3, enqueuedAtMs: 0, lane: "interactive" as const, deadlineMs: Infinity, group });
+  const huge = Array.from({ length: 4 }, () => ({}));
+  const queue = [...huge.flatMap((g, j) => Array.from({ length: 256 }, (_, i) => item(g, `h${j}.${i}`))), item({}, "polite")];
+  const order = takingTurns(queue).map((i) => i.name);
+  assert.deepEqual(order.slice(0, 5), ["h0.0", "h1.0", "h2.0", "h3.0", "polite"]);
+  assert.equal(order.length, queue.length);
+  const plain = [item(undefined, "a"), item(undefined, "b"), item(undefined, "c")];
+  assert.deepEqual(
+    takingTurns(plain).map((i) => i.name),
+    ["a", "b", "c"],
+  );
 });

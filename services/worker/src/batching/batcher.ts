@@ -8,6 +8,27 @@ export interface BatchItem {
   readonly lane: LaneName;
   /** Clock time after which the item is useless (Infinity: none). */
   readonly deadlineMs: number;
+  /** The request it belongs to: within a lane, requests take turns (none: a request of its own). */
+  readonly group?: object;
+}
+
+/**
+ * `queue` in the order a batch takes it: every request's first item (requests in the order they
+ * first appear), then every request's second, and so on. So a one-text call queued behind four
+ * calls of 256 texts goes in the next batch, not after 1,024 texts (issue #52); alone, or with
+ * requests of one item each, the order is the queue's own.
+ */
+export function takingTurns<T extends BatchItem>(queue: readonly T[]): T[] {
+  const rounds: T[][] = [];
+  const seen = new Map<object, number>();
+  for (const item of queue) {
+    const turn = item.group === undefined ? 0 : (seen.get(item.group) ?? 0);
+    if (item.group !== undefined) seen.set(item.group, turn + 1);
+    const round = rounds[turn];
+    if (round === undefined) rounds[turn] = [item];
+    else round.push(item);
+  }
+  return rounds.flat();
 }
 
 /**
@@ -211,7 +232,8 @@ export class Batcher<T extends BatchItem> {
 
   /**
    * Interactive items first, up to the budget minus the batch lane's guaranteed share (when the
-   * batch lane waits), then batch-lane items, then interactive again if room is left. A batch-lane
+   * batch lane waits), then batch-lane items, then interactive again if room is left; within a
+   * lane, requests take turns ({@link takingTurns}). A batch-lane
    * head that waited past the aging limit is taken even when it does not fit the share: at most
    * one such item per batch, so the batch lane always progresses and interactive never waits
    * behind more than one batch.
@@ -223,16 +245,20 @@ export class Batcher<T extends BatchItem> {
     const taken: T[] = [];
     let tokens = 0;
     const fill = (queue: T[], limit: number, forceFirst = false): void => {
-      let n = 0;
-      for (const item of queue) {
+      const picked = new Set<T>();
+      for (const item of takingTurns(queue)) {
         if (taken.length >= this.opts.maxBatchItems) break;
-        const forced = forceFirst && n === 0;
+        const forced = forceFirst && picked.size === 0;
         if (!forced && taken.length > 0 && tokens + item.tokens > limit) break;
         taken.push(item);
+        picked.add(item);
         tokens += item.tokens;
-        n += 1;
       }
-      queue.splice(0, n);
+      if (picked.size === 0) return;
+      // What is left keeps its arrival order (the head is the oldest: waits and aging read it).
+      let kept = 0;
+      for (const item of queue) if (!picked.has(item)) queue[kept++] = item;
+      queue.length = kept;
     };
     if (interactiveOnly) {
       fill(this.interactive, budget);

@@ -14,7 +14,31 @@ import { generatedModelDir } from "./test-models.ts";
 /** Deterministic PRNG so a failure replays: the generator's mulberry32. */
 const rng = mulberry32;
 
-const PIECES = ["the", "model", "quick", "a", "x", "über", "naïve", "中文", "😀", "\u{20000}", "zzqqxx", "Hello", "42", "don't"];
+const PIECES = [
+  "the",
+  "model",
+  "quick",
+  "a",
+  "x",
+  "über",
+  "naïve",
+  "中文",
+  "😀",
+  "\u{20000}",
+  "zzqqxx",
+  "Hello",
+  "42",
+  "don't",
+  "λόγος",
+  "한국어",
+  "e\u0301",
+  "\uFFFD",
+  "İ",
+  "\u200D",
+  "¨",
+];
+/** Long words (issue #52): Latin, Greek with accents, Hangul, emoji, marks, each past the 100-char rule when repeated. */
+const RUNS = ["abcdéfghij", "αβγδεζηθίκ", "한국어문장", "😀🎉", "e\u0301e\u0301", "ab\uFFFDcd"];
 const PUNCT = [".", ",", "!", "?", "-", "(", ")", '"', "...", "!!!!", "#", "@", "\u3002"];
 
 /** A hostile-ish random text of about `chars` characters: words, punctuation runs, long words, no-space stretches. */
@@ -27,7 +51,7 @@ function randomText(next: () => number, chars: number): string {
     else if (r < 0.85) out += " ";
     else if (r < 0.9) out += "\n\t ";
     else if (r < 0.95)
-      out += "abcdéfghij".repeat(1 + Math.floor(next() * 40)); // up to 400 chars: past WordPiece's 100-char [UNK] rule
+      out += RUNS[Math.floor(next() * RUNS.length)]!.repeat(1 + Math.floor(next() * 40)); // up to 400 chars: past WordPiece's 100-char [UNK] rule
     else out += "é".repeat(1 + Math.floor(next() * 8));
   }
   return out;

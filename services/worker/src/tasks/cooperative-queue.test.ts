@@ -47,12 +47,24 @@ test("short work runs its steps without yielding inside a slice", async () => {
   assert.equal(log.filter((l) => l === "yield").length, 1, "only the yield before the piece starts");
 });
 
-test("pieces run one at a time, first in first out", async () => {
+test("one piece per slice; the piece that has run least goes next, so long pieces take turns", async () => {
   const { queue, log } = harness(0.6);
   const results = await Promise.all([queue.run(() => steps("a", 3, log)), queue.run(() => steps("b", 3, log)), queue.run(() => steps("c", 2, log))]);
   assert.deepEqual(results, ["a done", "b done", "c done"]);
   const order = log.filter((l) => l !== "yield");
-  assert.deepEqual(order, ["a0", "a1", "a2", "b0", "b1", "b2", "c0", "c1"]);
+  assert.deepEqual(order, ["a0", "a1", "b0", "b1", "c0", "c1", "a2", "b2"]);
+});
+
+test("a one-step piece queued behind a long one runs at the next slice, not after it (issue #52)", async () => {
+  const { queue, log } = harness(0.6);
+  const long = queue.run(() => steps("long", 40, log));
+  // Queued once the long piece has started (its first slice ran).
+  await new Promise((r) => setImmediate(r));
+  await new Promise((r) => setImmediate(r));
+  const short = queue.run(() => steps("short", 1, log));
+  await Promise.all([long, short]);
+  const order = log.filter((l) => l !== "yield");
+  assert.ok(order.indexOf("short0") <= 4, `the short piece waited at most two slices: ${order.join(" ")}`);
 });
 
 test("a piece that throws rejects its own promise; the queue goes on; idle waits for everything", async () => {

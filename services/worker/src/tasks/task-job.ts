@@ -70,7 +70,7 @@ export class TaskJob {
   ) {
     this.rows = new Float32Array(encoded.length * width);
     this.remaining = encoded.length;
-    this.items = encoded.map((e, index) => ({ job: this, index, ids: e.ids, typeIds: e.typeIds, tokens: e.tokenCount, ...schedule }));
+    this.items = encoded.map((e, index) => ({ job: this, group: this, index, ids: e.ids, typeIds: e.typeIds, tokens: e.tokenCount, ...schedule }));
   }
 
   get id(): string {
