@@ -8,7 +8,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { ShoalClient } from "@shoal/client";
 import { type CallKind, type CallRecord, digestOf, type ReferenceRecord, rounded } from "./history.ts";
 import { LAB_MODELS } from "./lab.ts";
-import { mulberry32 } from "./schedule.ts";
+import { mulberry32 } from "@shoal/models";
 
 /** Texts 0..TEXT_COUNT-1; the first QUERIES are rerank queries, the rest documents and inputs. */
 const TEXT_COUNT = 40;

@@ -9,6 +9,7 @@
  * fault (a broker takes ~20 s to start on its own data on this machine).
  */
 import { FAULT_KIND_NAMES, FAULT_KINDS, type FaultKind, isFaultKind, type Role, roleOf } from "./fault-kinds.ts";
+import { mulberry32 } from "@shoal/models";
 
 /** One fault of a schedule. Times are ms from the start of the load. */
 export interface Fault {
@@ -56,18 +57,6 @@ const DEFAULTS: Required<ScheduleOptions> = {
 
 /** Ms a host rests after its fault ends before it can be hit again, by role. */
 const COOL_DOWN_MS: Readonly<Record<Role, number>> = { broker: 25_000, gateway: 8_000, worker: 8_000 };
-
-/** A uniform [0, 1) generator seeded with a 32-bit integer (mulberry32). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** How many hosts of `role` may be faulted at once, out of `n`. */
 function roleLimit(role: Role, n: number): number {

@@ -15,6 +15,7 @@ import { writeHubModelDir } from "../../../../infra/models/src/write-hub-model-d
 import { createInferenceThreads } from "./inference-threads.ts";
 import { createTextTokenizer } from "./text-tokenizer.ts";
 import { generatedModelDir, sentences } from "./test-models.ts";
+import { cosine } from "../../../../infra/pretrained/cosine.ts";
 
 /** Pooled vectors of `texts`, one group, through the worker's runtime pieces. */
 async function embed(spec: ModelSpec, texts: readonly string[]): Promise<Float32Array[]> {
@@ -26,18 +27,6 @@ async function embed(spec: ModelSpec, texts: readonly string[]): Promise<Float32
   } finally {
     await threads.close();
   }
-}
-
-function cosine(a: Float32Array, b: Float32Array): number {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i]! * b[i]!;
-    na += a[i]! * a[i]!;
-    nb += b[i]! * b[i]!;
-  }
-  return dot / Math.sqrt(na * nb);
 }
 
 describe("a Hub-layout model and its classic directory run the same", () => {
