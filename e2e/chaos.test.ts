@@ -139,14 +139,24 @@ describe("chaos on the real stack (bounded): crashes, drains and a broker outage
     cleanup.push(() => cluster.stop());
     const model = cluster.modelIds[0]!;
     const { inference } = clientsFor(cluster.urls[0]!, "connect");
-    // Accepted just before the outage: the worker is held up by a burst so some jobs sit in Kafka.
+    // Sent just before the outage. The broker pauses once the first of them is answered (at most
+    // 10 s), not after a fixed 50 ms: on a loaded host none had been acknowledged 50 ms in, all 20
+    // were answered Unavailable (a fresh-clone CI of c9f12e5), and the test then showed nothing of
+    // accepted work. The rest are in flight at the gateway, in Kafka or on the worker when it pauses.
+    let firstAnswered: () => void = () => undefined;
+    const answered = new Promise<void>((resolve) => {
+      firstAnswered = resolve;
+    });
     const accepted = Array.from({ length: 20 }, (_, i) =>
       inference.embed({ model, inputs: [`accepted before the outage ${i}`] }, { timeoutMs: 90_000 }).then(
-        () => "ok",
+        () => {
+          firstAnswered();
+          return "ok";
+        },
         (err: unknown) => Code[ConnectError.from(err).code],
       ),
     );
-    await new Promise((r) => setTimeout(r, 50));
+    await Promise.race([answered, new Promise((r) => setTimeout(r, 10_000))]);
     await broker.pause();
     const during: { code: string; ms: number }[] = [];
     for (let i = 0; i < 5; i++) {
