@@ -200,7 +200,9 @@ describe("share-group intake: one shared queue for a pool's workers", () => {
       outcomes.filter((o) => o.code !== "OK").map((o) => o.code),
       [],
     );
-    assert.ok(byWorker.size === 2, "the second worker answered the released jobs");
+    // The stopped worker may have answered none of them (a fresh-clone CI: 0 and 60): what matters
+    // is that the second worker took what the first released.
+    assert.ok((byWorker.get(second.name) ?? 0) > 0, `the second worker answered the released jobs: ${JSON.stringify(Object.fromEntries(byWorker))}`);
     assert.ok(firstTakeoverS >= 0 && firstTakeoverS < 10, `released jobs were taken at once, without waiting for their locks (${firstTakeoverS.toFixed(1)} s)`);
   });
 
