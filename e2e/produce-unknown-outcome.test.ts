@@ -16,7 +16,9 @@ import { randomBytes } from "node:crypto";
 import { connect, type Socket } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { Kafka, logLevel, type Admin, type ISocketFactory } from "kafkajs";
-import { createBatchingProducer, createLogger } from "@shoal/common";
+import { createBatchingProducer, createLogger, stopKafkajsIdleLoop } from "@shoal/common";
+import { createJobProducer } from "../services/gateway/src/job-producer.ts";
+import { QueueUnavailableError } from "../services/gateway/src/errors.ts";
 import { kafkaBrokers } from "./harness/cluster.ts";
 
 const PRODUCE_API_KEY = 0;
@@ -117,6 +119,120 @@ describe("a produce request lost after the broker wrote it (unknown outcome)", (
       assert.deepEqual(keys, ["first", "lost", "next"]);
     } finally {
       await producer.disconnect();
+      await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
+    }
+  });
+});
+
+/**
+ * kafkajs sockets whose next Produce answer never comes (a silent leader), and whose connections
+ * opened after that answer every request late (a broker still loading its producer-id block:
+ * InitProducerId answered COORDINATOR_LOAD_IN_PROGRESS for seconds in chaos seed 1).
+ */
+class SilentThenSlowSockets {
+  private silenceNextProduce = false;
+  private slowMs = 0;
+  private slowUntil = 0;
+  private readonly sockets = new Set<Socket>();
+
+  private closed = false;
+
+  /** Closes every connection it made and refuses new ones (the silenced producer's would keep the process alive). */
+  destroyAll(): void {
+    this.closed = true;
+    for (const s of this.sockets) s.destroy();
+  }
+
+  /**
+   * The next Produce request is written and never answered; for `forMs` from now, every answer on
+   * a connection opened after this comes `slowMs` late.
+   */
+  arm(slowMs: number, forMs: number): void {
+    this.silenceNextProduce = true;
+    this.slowMs = slowMs;
+    this.slowUntil = Date.now() + forMs;
+  }
+
+  readonly factory: ISocketFactory = ({ host, port, onConnect }) => {
+    // Port 1 on the loopback: nothing listens there, the connect is refused.
+    if (this.closed) return connect({ host: "127.0.0.1", port: 1 }, onConnect);
+    const socket = connect({ host, port }, onConnect);
+    this.sockets.add(socket);
+    socket.once("close", () => this.sockets.delete(socket));
+    const slow = Date.now() < this.slowUntil;
+    let silent = false;
+    // When the last delayed chunk is emitted: later ones never overtake it.
+    let releasedAt = 0;
+    const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
+    socket.write = ((...args: unknown[]) => {
+      const chunk = args[0];
+      if (this.silenceNextProduce && Buffer.isBuffer(chunk) && chunk.length >= 6 && chunk.readInt16BE(4) === PRODUCE_API_KEY) {
+        this.silenceNextProduce = false;
+        silent = true;
+      }
+      return write(...args);
+    }) as Socket["write"];
+    const emit = socket.emit.bind(socket) as (event: string | symbol, ...args: unknown[]) => boolean;
+    socket.emit = ((event: string | symbol, ...args: unknown[]) => {
+      if (event !== "data" || !(slow || silent)) return emit(event, ...args);
+      if (silent) return true;
+      const now = Date.now();
+      releasedAt = Math.max(releasedAt, now < this.slowUntil ? now + this.slowMs : now);
+      setTimeout(() => emit(event, ...args), releasedAt - now);
+      return true;
+    }) as Socket["emit"];
+    return socket;
+  };
+}
+
+describe("a job given up while the producer that replaced a stuck one is still connecting", () => {
+  const admin: Admin = new Kafka({ clientId: "e2e-given-up-admin", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING }).admin();
+  before(() => admin.connect());
+  after(() => admin.disconnect());
+
+  test("is never written later: its call was answered Unavailable, so no worker may run it (chaos seed 1, finding 2)", async () => {
+    const topic = `e2e-given-up-${randomBytes(4).toString("hex")}`;
+    await admin.createTopics({ topics: [{ topic, numPartitions: 1 }], waitForLeaders: true });
+    // kafkajs' 1 ms idle loop would keep the refused connections of the retired producer alive.
+    stopKafkajsIdleLoop();
+    const sockets = new SilentThenSlowSockets();
+    const kafka = new Kafka({ clientId: "e2e-given-up", brokers: [kafkaBrokers()], logLevel: logLevel.NOTHING, socketFactory: sockets.factory });
+    // The gateway's job producer, its acknowledgement bound 1 s (3 s in the gateway).
+    const producer = createJobProducer(kafka, createLogger("e2e-given-up", "silent"), 1_000);
+    await producer.start();
+    try {
+      await producer.send(topic, { key: "first", value: "written before the fault" });
+      // For 6 s, each answer on a new connection comes 1.5 s late: the replacement producer needs seconds to connect.
+      sockets.arm(1_500, 6_000);
+      const stuck = producer.send(topic, { key: "stuck", value: "written, never acknowledged" });
+      const stuckErr = await stuck.then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      assert.ok(stuckErr instanceof QueueUnavailableError && stuckErr.maybeWritten, `the stuck record may be written: ${String(stuckErr)}`);
+      // Sent while the replacement connects: it waits in the queue until its own bound.
+      const queuedErr = await producer.send(topic, { key: "queued", value: "given up before it went out" }).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      assert.ok(queuedErr instanceof QueueUnavailableError, `answered Unavailable: ${String(queuedErr)}`);
+      assert.equal(queuedErr.maybeWritten, false, "it never left the gateway");
+      // Once the replacement is up, a record goes out; the given-up one must not go with it.
+      let sentAfter = false;
+      for (let i = 0; i < 20 && !sentAfter; i++) {
+        sentAfter = await producer.send(topic, { key: `after-${i}`, value: "written once the producer is back" }).then(
+          () => true,
+          () => false,
+        );
+      }
+      assert.ok(sentAfter, "the replacement producer writes again");
+      const [offsets] = await admin.fetchTopicOffsets(topic);
+      const keys = await readKeys(topic, Number(offsets?.high ?? 0));
+      assert.equal(keys.includes("queued"), false, `the given-up record was never written (keys: ${keys.join(", ")})`);
+      assert.deepEqual(keys.slice(0, 2), ["first", "stuck"]);
+    } finally {
+      await producer.stop();
+      sockets.destroyAll();
       await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
     }
   });

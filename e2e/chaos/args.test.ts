@@ -20,6 +20,9 @@ test("chaos args: defaults, values in both spellings, and every problem at once"
   assert.deepEqual(a.faults, ["kill-worker", "cut-host"]);
   assert.equal(a.schedulePath, "s.json");
   assert.equal(parseChaosArgs(["--seed", "1", "--help"]), "help");
+  const b = parseChaosArgs(["--faults", "model-load-fail,worker-memory-limit,move-coordinator"]);
+  assert.ok(b !== "help");
+  assert.deepEqual(b.faults, ["model-load-fail", "worker-memory-limit", "move-coordinator"]);
   assert.throws(
     () => parseChaosArgs(["--seed", "x", "--minutes", "0", "--bogus", "--faults", "fire", "--rate"]),
     (err: Error) =>

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { RESULT_AFTER_UNAVAILABLE } from "../../services/gateway/src/pending-jobs.ts";
 import { checkHistory, DEFAULT_CHECK_OPTIONS, passed } from "./checker.ts";
 import { type CallRecord, type FaultRecord, type HistoryRecord, historyToJsonl, parseHistory } from "./history.ts";
 import { baselineOf, byKind, recoveries } from "./recovery.ts";
@@ -90,6 +91,23 @@ describe("history checker", () => {
     assert.equal(r.counts["double-answer"], 2);
     assert.match(r.violations.find((v) => v.callId === 1)!.detail, /different answers/);
     assert.match(r.violations.find((v) => v.callId === 2)!.detail, /same answer/);
+  });
+
+  test("unavailable ran: a result that came for a job a gateway answered Unavailable; other warnings are not", () => {
+    const warn = (msg: string, jobId: string): HistoryRecord => ({ type: "log", process: "gw1", timeMs: 3_000, level: "warn", msg, jobId });
+    const r = checkHistory([
+      ...REFS,
+      FAULT,
+      call({ outcome: "Unavailable", result: undefined }),
+      warn(RESULT_AFTER_UNAVAILABLE, "job-7"),
+      warn("a produce request is stuck (partition leader silent?); starting a new producer", "job-8"),
+    ]);
+    assert.equal(r.counts["unavailable-ran"], 1);
+    assert.equal(passed(r), false);
+    const v = r.violations[0]!;
+    assert.equal(v.callId, -1);
+    assert.match(v.detail, /job job-7: gw1 answered it Unavailable/);
+    assert.deepEqual(v.faults, [1]);
   });
 
   test("unverifiable: an answer with no reference is counted apart", () => {

@@ -9,15 +9,18 @@
  * - **wrong**: an answer equals, within a tolerance, the answers computed once, alone, for the
  *   same texts before any fault — so never another call's result;
  * - **double answer**: a call is recorded as ended once, never with two different answers;
+ * - **unavailable ran**: a job whose call a gateway answered Unavailable (its record's fate
+ *   unknown) was not run to completion unseen: the gateway logs each result that comes for one;
  * - **unverifiable**: an answer with no reference to compare to (a harness bug, counted apart).
  */
-import { type CallRecord, type FaultRecord, type HistoryRecord, referenceKeys, referenceKind } from "./history.ts";
+import { RESULT_AFTER_UNAVAILABLE } from "../../services/gateway/src/pending-jobs.ts";
+import { type CallRecord, type FaultRecord, type HistoryRecord, type LogRecord, referenceKeys, referenceKind } from "./history.ts";
 
 /** The error codes a call may end with under faults (the API's documented retriable/budget ones). */
 export const DOCUMENTED_ERRORS: ReadonlySet<string> = new Set(["Unavailable", "DeadlineExceeded", "ResourceExhausted"]);
 
 /** The invariants, in the order the summary prints them. */
-export const INVARIANTS = ["silence", "late", "undocumented-error", "wrong", "double-answer", "unverifiable"] as const;
+export const INVARIANTS = ["silence", "late", "undocumented-error", "wrong", "double-answer", "unavailable-ran", "unverifiable"] as const;
 
 /** One invariant's name. */
 export type Invariant = (typeof INVARIANTS)[number];
@@ -25,6 +28,7 @@ export type Invariant = (typeof INVARIANTS)[number];
 /** A call that broke an invariant, with the faults active around it. */
 export interface Violation {
   readonly invariant: Invariant;
+  /** The call; -1 for a job seen only in a gateway's log (unavailable-ran). */
   readonly callId: number;
   readonly detail: string;
   /** Ids of faults active from the call's send to its end (or deadline). */
@@ -81,12 +85,19 @@ export function checkHistory(history: readonly HistoryRecord[], options: CheckOp
   const refs = new Map<string, readonly number[]>();
   const faults: FaultRecord[] = [];
   const byId = new Map<number, CallRecord[]>();
+  const ranUnseen: LogRecord[] = [];
   for (const r of history) {
     if (r.type === "reference") refs.set(`${r.kind}/${r.key}`, r.result);
     else if (r.type === "fault") faults.push(r);
     else if (r.type === "call") byId.set(r.id, [...(byId.get(r.id) ?? []), r]);
+    else if (r.msg === RESULT_AFTER_UNAVAILABLE) ranUnseen.push(r);
   }
-  const violations: Violation[] = [];
+  const violations: Violation[] = ranUnseen.map((r) => ({
+    invariant: "unavailable-ran",
+    callId: -1,
+    detail: `job ${r.jobId ?? "?"}: ${r.process} answered it Unavailable, then its result came`,
+    faults: faultsDuring(faults, r.timeMs - 10_000, r.timeMs),
+  }));
   const outcomes: Record<string, number> = {};
   let ok = 0;
   for (const [id, records] of byId) {

@@ -1,14 +1,19 @@
 /**
  * The fault kinds of the chaos campaign (issue #49): their names, which role of host each one hits,
- * and the kinds #49 lists that this campaign cannot inject yet (named, so asking for one gives a
- * clear reason instead of "unknown").
+ * and what each needs of the machine beyond the lab (checked before anything starts).
  */
 
 /** A host's role in the lab: its label says it (`kafka1`, `gw2`, `w3`). */
 export type Role = "broker" | "gateway" | "worker";
 
-/** What a fault hits: a host of a role, any host, or the active KRaft controller (resolved when injected). */
-export type TargetSpec = Role | "any" | "controller";
+/**
+ * What a fault hits: a host of a role, any host, the active KRaft controller, or the broker that
+ * coordinates the pool's share group (those two resolved when injected).
+ */
+export type TargetSpec = Role | "any" | "controller" | "coordinator";
+
+/** The targets resolved when a fault starts; each is a broker. */
+export const RESOLVED_TARGETS: readonly string[] = ["controller", "coordinator"];
 
 /** One kind of fault: what it does, and whom. */
 export interface FaultKindInfo {
@@ -30,6 +35,18 @@ export const FAULT_KINDS = {
   "cut-host": { target: "any", does: "drop every packet to and from a host (both directions); heal when the fault ends" },
   "cut-host-inbound": { target: "any", does: "drop every packet a host receives (its own packets still leave); heal when the fault ends" },
   netem: { target: "any", does: "tc netem on a host's link: 80 ms delay, 40 ms jitter, 3% loss; removed when the fault ends" },
+  "model-load-fail": {
+    target: "worker",
+    does: "restart a worker seeing its .onnx files corrupted (bind mounts only it sees: every load fails); restart it on the good ones when the fault ends",
+  },
+  "worker-memory-limit": {
+    target: "worker",
+    does: "limit a worker's memory cgroup to its anonymous memory (no page cache, no headroom); lift it (restart a killed worker) when the fault ends",
+  },
+  "move-coordinator": {
+    target: "coordinator",
+    does: "move the share group's coordinator to another broker (replica reorder + preferred election, no broker stops); move it back when the fault ends",
+  },
 } as const satisfies Record<string, FaultKindInfo>;
 
 /** The name of an implemented fault kind. */
@@ -38,15 +55,11 @@ export type FaultKind = keyof typeof FAULT_KINDS;
 /** Every implemented kind, in a fixed order (the schedule draws from it by index). */
 export const FAULT_KIND_NAMES = Object.keys(FAULT_KINDS) as FaultKind[];
 
-/** Kinds #49 names that are not injected yet, with why. */
-export const NOT_YET: Readonly<Record<string, string>> = {
-  "model-load-fail": "needs a way to make one worker's model load fail on demand (a catalog or registry change aimed at one worker)",
-  "worker-memory-limit": "needs a cgroup per worker host (memory.max), which the namespace harness does not create",
-  "move-coordinator": "needs the share group's coordinator found (FindCoordinator) and its __consumer_offsets / share-state partition leader moved",
-};
-
 /** Kinds that need `tc` on the machine. */
 export const NEEDS_TC: ReadonlySet<FaultKind> = new Set<FaultKind>(["netem"]);
+
+/** Kinds that need a memory cgroup per worker (cgroup v2 with the memory controller, or v1's memory hierarchy). */
+export const NEEDS_MEMORY_CGROUP: ReadonlySet<FaultKind> = new Set<FaultKind>(["worker-memory-limit"]);
 
 /** Whether `name` is an implemented fault kind. */
 export function isFaultKind(name: string): name is FaultKind {
@@ -55,7 +68,7 @@ export function isFaultKind(name: string): name is FaultKind {
 
 /**
  * Parses a comma-separated list of fault kinds (`all` for every implemented one).
- * @throws Error naming every unknown or not-yet-implemented name at once
+ * @throws Error naming every unknown name at once
  */
 export function parseFaultKinds(list: string): FaultKind[] {
   const names = list
@@ -69,8 +82,7 @@ export function parseFaultKinds(list: string): FaultKind[] {
   for (const n of names) {
     if (isFaultKind(n)) {
       if (!kinds.includes(n)) kinds.push(n);
-    } else if (Object.hasOwn(NOT_YET, n)) problems.push(`'${n}' is not implemented yet: ${NOT_YET[n]}`);
-    else problems.push(`unknown fault kind '${n}'`);
+    } else problems.push(`unknown fault kind '${n}'`);
   }
   if (problems.length > 0) throw new Error(`--faults: ${problems.join("; ")} (known: ${FAULT_KIND_NAMES.join(", ")})`);
   return kinds;

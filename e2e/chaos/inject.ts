@@ -5,10 +5,15 @@
  * resume.
  */
 import { execFile } from "node:child_process";
+import { cp, mkdtemp, open, readFile, rm, stat, utimes } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { basename, join } from "node:path";
 import { promisify } from "node:util";
+import { poolGroupId } from "@shoal/worker/intake/create-intake";
 import type { Host } from "../harness/netns.ts";
+import { type CoordinatorPlace, findCoordinator, kafkaClasspath, moveCoordinator, restoreCoordinator } from "./coordinator.ts";
 import type { FaultKind } from "./fault-kinds.ts";
-import type { ChaosLab } from "./lab.ts";
+import { LAB_HOSTS, type ChaosLab } from "./lab.ts";
 import { awaitExit, brokerPid, restartBroker } from "./processes.ts";
 
 const exec = promisify(execFile);
@@ -88,9 +93,11 @@ function downBroker(signal: "SIGKILL" | "SIGTERM"): Injector {
 
 /**
  * The host a scheduled target names now: `controller` is the active KRaft controller, read from
- * the brokers' logs when the fault starts; a host label is itself.
+ * the brokers' logs when the fault starts; `coordinator` the broker that coordinates the pool's
+ * share group (FindCoordinator); a host label is itself.
  */
 export async function resolveTarget(lab: ChaosLab, target: string): Promise<string> {
+  if (target === "coordinator") return `kafka${(await findCoordinator(lab.kafka.brokers, poolGroupId(lab.settings.pool))).coordinator}`;
   if (target !== "controller") return target;
   const id = await lab.kafka.activeController();
   if (id === undefined) throw new Error("no broker has logged its activation as the controller");
@@ -154,6 +161,161 @@ const netem: Injector = async (lab, target) => {
   };
 };
 
+const secondsSince = (t0: number): string => ((performance.now() - t0) / 1000).toFixed(1);
+const mib = (bytes: number): string => (bytes / 2 ** 20).toFixed(0);
+
+/** The worker on `target`, or why there is none. */
+function workerOn(lab: ChaosLab, target: string) {
+  const w = lab.workers.get(target);
+  if (w === undefined || !w.proc.running) throw new Error(`no running worker on ${target}`);
+  return w;
+}
+
+/** Bytes zeroed at the head of each broken ONNX file: no ONNX parser accepts what is left as a model. */
+const ZEROED_ONNX_BYTES = 64 * 1024;
+
+/**
+ * Broken copies of the lab's ONNX files, each bind-mounted over the original for one worker only:
+ * the same paths, sizes and times (so the same catalog and the same folder revisions as every other
+ * process sees), but a head of zeros, as on a disk that corrupted them. A changed catalog would not
+ * do: a worker reseeds the pool's shared registry from its YAML when the declaration differs, and
+ * every worker would then load the broken copies.
+ */
+async function brokenModels(lab: ChaosLab, target: string): Promise<{ dir: string; bindMounts: Array<[string, string]> }> {
+  const dir = await mkdtemp(join(tmpdir(), `shoal-chaos-broken-${target}-`));
+  const bindMounts: Array<[string, string]> = [];
+  for (const d of lab.modelDirs) {
+    const manifest = JSON.parse(await readFile(join(d, "shoal-model.json"), "utf8")) as { onnx?: { file?: string } };
+    const original = join(d, manifest.onnx?.file ?? "model.onnx");
+    const copy = join(dir, `${basename(d)}.onnx`);
+    await cp(original, copy);
+    const fh = await open(copy, "r+");
+    try {
+      await fh.write(Buffer.alloc(ZEROED_ONNX_BYTES), 0, ZEROED_ONNX_BYTES, 0);
+    } finally {
+      await fh.close();
+    }
+    const st = await stat(original);
+    await utimes(copy, st.atime, st.mtime);
+    bindMounts.push([copy, original]);
+  }
+  return { dir, bindMounts };
+}
+
+/** What a worker's /readyz says (status and reason), or why it did not answer. */
+async function readiness(url: string): Promise<string> {
+  try {
+    const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2_000) });
+    return `/readyz ${res.status} "${(await res.text()).trim()}"`;
+  } catch (err) {
+    return `/readyz unanswered (${err instanceof Error ? err.message : String(err)})`;
+  }
+}
+
+/**
+ * A worker whose model loads fail: stopped cleanly (SIGTERM: its jobs drain) and started again
+ * seeing corrupted ONNX files; at the heal, the same seeing the good ones. Every load fails, at start
+ * and on each job's retry; its jobs should go back to the queue for the other workers.
+ */
+const modelLoadFail: Injector = async (lab, target) => {
+  const old = workerOn(lab, target);
+  const broken = await brokenModels(lab, target);
+  await old.proc.stop("SIGTERM");
+  let w: Awaited<ReturnType<ChaosLab["startWorker"]>>;
+  try {
+    w = await lab.startWorker(target, { bindMounts: broken.bindMounts });
+  } catch (err) {
+    // The worker must not stay down for a fault that did not take: back on the good models.
+    await lab.startWorker(target);
+    await rm(broken.dir, { recursive: true, force: true });
+    throw new Error(`the worker did not start on broken models: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`);
+  }
+  const atStart = `${w.proc.logs.filter((l) => l.msg === "start-up load failed; the model's jobs will retry it").length} start-up load failures, ${await readiness(w.url)}`;
+  return {
+    target,
+    heal: async () => {
+      const count = (msg: string): number => w.proc.logs.filter((l) => l.msg === msg).length;
+      const failed = count("model failed to load");
+      const givenBack = count("model could not be loaded here; giving the job back to the queue");
+      const t0 = performance.now();
+      await w.proc.stop("SIGTERM");
+      await lab.startWorker(target);
+      await rm(broken.dir, { recursive: true, force: true });
+      return `on broken models: ${atStart}; ${failed} failed loads, ${givenBack} jobs given back; restarted on the good models, serving after ${secondsSince(t0)} s`;
+    },
+  };
+};
+
+/** Limits tried over the worker's anonymous memory, smallest first: cgroup v1 refuses one it cannot reclaim down to. */
+const MEMORY_HEADROOM_STEPS = [0, 1, 2, 4, 8, 16].map((mib) => mib * 2 ** 20);
+
+/**
+ * A worker at its memory limit: its cgroup's limit set to the lowest the kernel takes at or above
+ * its anonymous memory (v2 takes that at once, reclaiming the page cache and OOM-killing when it
+ * cannot); any growth then means reclaim, then an OOM kill. At the heal the limit is lifted, and a
+ * worker that was killed is started again.
+ */
+const workerMemoryLimit: Injector = async (lab, target) => {
+  if (typeof lab.memory === "string") throw new Error(`workers have no memory cgroup: ${lab.memory}`);
+  const w = workerOn(lab, target);
+  const cg = await lab.memory.forHost(target);
+  const before = await cg.usage();
+  const pressure0 = await cg.pressure();
+  let limit: number | undefined;
+  let refused = "";
+  for (const bytes of [...MEMORY_HEADROOM_STEPS.map((h) => before.anonBytes + h), before.totalBytes + MEMORY_HEADROOM_STEPS.at(-1)!]) {
+    try {
+      await cg.limit(bytes);
+      limit = bytes;
+      break;
+    } catch (err) {
+      refused = err instanceof Error ? err.message : String(err);
+    }
+  }
+  if (limit === undefined) throw new Error(`the kernel refused every limit down to ${mib(before.anonBytes)} MiB: ${refused}`);
+  const set = `limit ${mib(limit)} MiB (cgroup v${lab.memory.version}; ${mib(before.anonBytes)} MiB anonymous of ${mib(before.totalBytes)} MiB charged)`;
+  return {
+    target,
+    heal: async () => {
+      const p = await cg.pressure();
+      const now = await cg.usage();
+      await cg.unlimit();
+      const hits = `${p.oomKills - pressure0.oomKills} OOM kills, limit hit ${p.limitHits - pressure0.limitHits} times`;
+      if (w.proc.running) return `${set}; ${hits}; the worker survived at ${mib(now.totalBytes)} MiB; limit lifted`;
+      const t0 = performance.now();
+      await lab.startWorker(target);
+      return `${set}; ${hits}; the worker died (exit ${await w.proc.exited}); limit lifted, restarted, serving after ${secondsSince(t0)} s`;
+    },
+  };
+};
+
+/**
+ * The share group's coordinator moved to another in-sync broker with no broker stopped (the
+ * target is the coordinator when the fault starts); moved back to its preferred replica at the heal.
+ */
+const moveCoordinatorFault: Injector = async (lab, target) => {
+  const brokers = lab.kafka.brokers;
+  const place: CoordinatorPlace = await findCoordinator(brokers, poolGroupId(lab.settings.pool));
+  if (`kafka${place.coordinator}` !== target) throw new Error(`the coordinator is kafka${place.coordinator} now, not ${target}`);
+  if (place.leader !== place.coordinator) throw new Error(`FindCoordinator names ${place.coordinator} but ${place.partition}'s leader is ${place.leader}`);
+  const to = place.replicas.find((r) => r !== place.coordinator && place.isr.includes(r));
+  if (to === undefined) throw new Error(`no other in-sync replica of __consumer_offsets-${place.partition} (isr ${place.isr.join(",")})`);
+  const pid = (await Promise.all(LAB_HOSTS.brokers.map((b) => brokerPid(hostOf(lab, b))))).find((p) => p !== undefined);
+  if (pid === undefined) throw new Error("no running broker to read Kafka's classpath from");
+  const classpath = await kafkaClasspath(pid);
+  const t0 = performance.now();
+  await moveCoordinator(brokers, classpath, place, to);
+  const moved = `__consumer_offsets-${place.partition} (replicas ${place.replicas.join(",")}): coordinator ${place.coordinator} -> ${to} in ${secondsSince(t0)} s`;
+  return {
+    target,
+    heal: async () => {
+      const t1 = performance.now();
+      const back = await restoreCoordinator(brokers, classpath, place);
+      return `${moved}; replica order restored, coordinator ${back.coordinator} after ${secondsSince(t1)} s`;
+    },
+  };
+};
+
 /** The injector of each fault kind. */
 export const INJECTORS: Readonly<Record<FaultKind, Injector>> = {
   "kill-worker": killService("worker"),
@@ -167,4 +329,7 @@ export const INJECTORS: Readonly<Record<FaultKind, Injector>> = {
   "cut-host": cutHost,
   "cut-host-inbound": cutHostInbound,
   netem,
+  "model-load-fail": modelLoadFail,
+  "worker-memory-limit": workerMemoryLimit,
+  "move-coordinator": moveCoordinatorFault,
 };

@@ -2,6 +2,7 @@
  * The chaos campaign's lab: network-namespace hosts on a bridge (e2e/harness/netns.ts), three
  * Kafka brokers with replication 3 (kafka1..3), two gateways (gw1, gw2) and three workers (w1..3)
  * serving a tiny embedder, reranker and classifier; the runner's clients are in the root namespace.
+ * Each worker runs in a memory cgroup of its own, unlimited until a `worker-memory-limit` fault.
  * `teardown()` is idempotent and leaves nothing behind: every process in a lab namespace is
  * killed, the brokers' data removed (or kept for a failed run), the namespaces and bridge deleted.
  */
@@ -9,8 +10,9 @@ import { PRESETS } from "@shoal/models";
 import { writeCatalog } from "../harness/cluster.ts";
 import { createNetLab, type Host, type NetLab } from "../harness/netns.ts";
 import { type NetnsKafka, startNetnsKafka } from "../harness/netns-kafka.ts";
-import { type HostedService, type ServiceSettings, startGatewayOn, startWorkerOn } from "../harness/netns-services.ts";
+import { type HostedService, type LaunchOptions, type ServiceSettings, startGatewayOn, startWorkerOn } from "../harness/netns-services.ts";
 import type { ServiceProcess } from "../harness/service-process.ts";
+import { createMemoryCgroups, type MemoryCgroups } from "./memory-cgroup.ts";
 import { brokerPid, environOf, killEverythingIn } from "./processes.ts";
 
 /** The model ids the lab serves, by task. */
@@ -31,13 +33,18 @@ export interface ChaosLab {
   readonly hosts: ReadonlyMap<string, Host>;
   readonly kafka: NetnsKafka;
   readonly settings: ServiceSettings;
+  /** The served models' folders (the catalog's paths), for a worker that sees broken files in them. */
+  readonly modelDirs: readonly string[];
+  /** The workers' memory cgroups, or why there are none on this machine. */
+  readonly memory: MemoryCgroups | string;
   readonly gateways: Map<string, HostedService>;
   readonly workers: Map<string, HostedService>;
   /** Each broker's kafka.sh environment, for a restart on its own data. */
   readonly brokerEnv: ReadonlyMap<string, NodeJS.ProcessEnv>;
   /** Every service process started, restarts included (their logs go into the history). */
   readonly processes: ServiceProcess[];
-  startWorker(label: string): Promise<HostedService>;
+  /** Starts a worker on `label` (in its memory cgroup); `bindMounts` are files only this worker sees. */
+  startWorker(label: string, opts?: Pick<LaunchOptions, "bindMounts">): Promise<HostedService>;
   startGateway(label: string): Promise<HostedService>;
 }
 
@@ -51,8 +58,8 @@ export interface LabHandle {
 }
 
 /** A handle with nothing started yet. */
-export function createLabHandle(): LabHandle & { parts: { net?: NetLab; kafka?: NetnsKafka } } {
-  const parts: { net?: NetLab; kafka?: NetnsKafka } = {};
+export function createLabHandle(): LabHandle & { parts: { net?: NetLab; kafka?: NetnsKafka; memory?: MemoryCgroups } } {
+  const parts: { net?: NetLab; kafka?: NetnsKafka; memory?: MemoryCgroups } = {};
   let done: Promise<void> | undefined;
   const handle = {
     lab: undefined as ChaosLab | undefined,
@@ -64,6 +71,7 @@ export function createLabHandle(): LabHandle & { parts: { net?: NetLab; kafka?: 
         const killed = await killEverythingIn(hosts);
         await parts.kafka?.stop(keepIn).catch(() => undefined);
         await killEverythingIn(hosts);
+        await parts.memory?.remove();
         await parts.net?.destroy();
         process.stderr.write(`chaos: lab torn down (${killed} processes killed, ${hosts.length} namespaces deleted)\n`);
       })();
@@ -98,13 +106,17 @@ export async function startChaosLab(handle: ReturnType<typeof createLabHandle>, 
     brokerEnv.set(label, await environOf(pid));
   }
   handle.step = "writing the catalog (tiny embedder, reranker, classifier)";
-  const { path: catalogPath, pool } = await writeCatalog(["tiny", "tiny-rerank", "tiny-classify"], 3, "share");
+  const { path: catalogPath, pool, dirs: modelDirs } = await writeCatalog(["tiny", "tiny-rerank", "tiny-classify"], 3, "share");
   const settings: ServiceSettings = { brokers: kafka.brokers, catalogPath, pool };
+  const memory = await createMemoryCgroups(`shoal-chaos-${process.pid}`);
+  if (typeof memory === "string") progress(`workers run without memory cgroups: ${memory}`);
+  else handle.parts.memory = memory;
   const processes: ServiceProcess[] = [];
   const gateways = new Map<string, HostedService>();
   const workers = new Map<string, HostedService>();
-  const startWorker = async (label: string): Promise<HostedService> => {
-    const w = await startWorkerOn(at(label), settings, SERVICE_ENV);
+  const startWorker = async (label: string, opts: Pick<LaunchOptions, "bindMounts"> = {}): Promise<HostedService> => {
+    const cgroup = typeof memory === "string" ? undefined : await memory.forHost(label);
+    const w = await startWorkerOn(at(label), settings, SERVICE_ENV, { ...opts, ...(cgroup ? { cgroupProcs: cgroup.procsFile } : {}) });
     processes.push(w.proc);
     workers.set(label, w);
     return w;
@@ -116,10 +128,10 @@ export async function startChaosLab(handle: ReturnType<typeof createLabHandle>, 
     return g;
   };
   handle.step = `starting workers ${LAB_HOSTS.workers.join(", ")}`;
-  await Promise.all(LAB_HOSTS.workers.map(startWorker));
+  await Promise.all(LAB_HOSTS.workers.map((l) => startWorker(l)));
   handle.step = `starting gateways ${LAB_HOSTS.gateways.join(", ")}`;
   await Promise.all(LAB_HOSTS.gateways.map(startGateway));
-  const lab: ChaosLab = { net, hosts, kafka, settings, gateways, workers, brokerEnv, processes, startWorker, startGateway };
+  const lab: ChaosLab = { net, hosts, kafka, settings, modelDirs, memory, gateways, workers, brokerEnv, processes, startWorker, startGateway };
   handle.lab = lab;
   handle.step = "up";
   return lab;

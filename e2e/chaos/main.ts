@@ -16,7 +16,8 @@ import { netnsProblem } from "../harness/netns.ts";
 import { saveLogs } from "../harness/service-process.ts";
 import { parseChaosArgs, USAGE } from "./args.ts";
 import { checkHistory, DEFAULT_CHECK_OPTIONS, passed } from "./checker.ts";
-import { FAULT_KINDS, NEEDS_TC } from "./fault-kinds.ts";
+import { FAULT_KINDS, NEEDS_MEMORY_CGROUP, NEEDS_TC } from "./fault-kinds.ts";
+import { memoryCgroupProblem } from "./memory-cgroup.ts";
 import { type HistoryRecord, historyToJsonl, type LogRecord } from "./history.ts";
 import { ALL_LAB_HOSTS, type ChaosLab, createLabHandle, startChaosLab } from "./lab.ts";
 import { computeReferences, type LoadTarget, runLoad } from "./load.ts";
@@ -66,6 +67,10 @@ async function plan(argv: readonly string[]): Promise<{ schedule: Schedule; rate
       (err: unknown) => String(err),
     );
     if (tc !== undefined) refuse(`the schedule has netem faults but 'tc' is not usable (${tc}); install iproute2, or leave netem out with --faults`);
+  }
+  if (schedule.faults.some((f) => NEEDS_MEMORY_CGROUP.has(f.kind))) {
+    const cg = await memoryCgroupProblem();
+    if (cg !== undefined) refuse(`the schedule has worker-memory-limit faults but ${cg}; leave it out with --faults`);
   }
   return { schedule, ratePerS: args.ratePerS, deadlineMs: args.deadlineMs, startTimeoutS: args.startTimeoutS };
 }

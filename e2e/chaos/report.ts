@@ -20,6 +20,7 @@ const WHAT: Readonly<Record<(typeof INVARIANTS)[number], string>> = {
   "undocumented-error": "errors are Unavailable / DeadlineExceeded / ResourceExhausted",
   wrong: "answers equal the ones computed alone",
   "double-answer": "one answer per call",
+  "unavailable-ran": "no job answered Unavailable ran unseen",
   unverifiable: "every answer had a reference (harness)",
 };
 

@@ -5,6 +5,7 @@
  * injected is recorded with why. Every fault is healed before `finish()` resolves.
  */
 import type { FaultRecord } from "./history.ts";
+import { RESOLVED_TARGETS } from "./fault-kinds.ts";
 import { INJECTORS, resolveTarget } from "./inject.ts";
 import type { ChaosLab } from "./lab.ts";
 import type { Schedule } from "./schedule.ts";
@@ -55,7 +56,9 @@ export function playFaults(lab: ChaosLab, schedule: Schedule, startMs: number, l
     let heal: (() => Promise<string>) | undefined;
     try {
       heal = (await INJECTORS[f.kind](lab, target)).heal;
-      log(`${at(t0)} fault #${f.id} ${f.kind} ${target}${f.target === "controller" ? " (the controller)" : ""} for ${(f.durationMs / 1000).toFixed(1)} s`);
+      log(
+        `${at(t0)} fault #${f.id} ${f.kind} ${target}${RESOLVED_TARGETS.includes(f.target) ? ` (the ${f.target})` : ""} for ${(f.durationMs / 1000).toFixed(1)} s`,
+      );
     } catch (err) {
       const note = `not injected: ${err instanceof Error ? err.message : String(err)}`;
       records.push({ type: "fault", id: f.id, kind: f.kind, target, startMs: t0, endMs: Date.now(), note });

@@ -4,7 +4,7 @@ import { FAULT_KIND_NAMES, parseFaultKinds } from "./fault-kinds.ts";
 import { formatSchedule, makeSchedule, parseSchedule, scheduleToJson, type Schedule } from "./schedule.ts";
 
 const HOSTS = ["kafka1", "kafka2", "kafka3", "gw1", "gw2", "w1", "w2", "w3"];
-const ROLE = (t: string): string => (t === "controller" || t.startsWith("kafka") ? "broker" : t.startsWith("gw") ? "gateway" : "worker");
+const ROLE = (t: string): string => (t === "controller" || t === "coordinator" || t.startsWith("kafka") ? "broker" : t.startsWith("gw") ? "gateway" : "worker");
 
 /** Pairs of faults of `s` whose times overlap. */
 function overlaps(s: Schedule): Array<[number, number]> {
@@ -86,16 +86,36 @@ describe("seeded fault schedule", () => {
     );
   });
 
-  test("--faults: unknown and not-yet-implemented names are refused together, with the known list", () => {
+  test("--faults: unknown names are refused together, with the known list", () => {
     assert.deepEqual(parseFaultKinds("kill-worker, netem,kill-worker"), ["kill-worker", "netem"]);
     assert.deepEqual(parseFaultKinds("all"), FAULT_KIND_NAMES);
     assert.throws(
-      () => parseFaultKinds("kill-worker,explode,worker-memory-limit"),
+      () => parseFaultKinds("kill-worker,explode,melt"),
       (err: Error) =>
-        /unknown fault kind 'explode'/.test(err.message) &&
-        /'worker-memory-limit' is not implemented yet/.test(err.message) &&
-        /known: kill-worker/.test(err.message),
+        /unknown fault kind 'explode'/.test(err.message) && /unknown fault kind 'melt'/.test(err.message) && /known: kill-worker/.test(err.message),
     );
     assert.throws(() => parseFaultKinds(" , "), /got none/);
+  });
+
+  test("the model, memory and coordinator kinds: accepted, drawn on their targets, the coordinator as a broker", () => {
+    const kinds = parseFaultKinds("model-load-fail,worker-memory-limit,move-coordinator");
+    assert.deepEqual(kinds, ["model-load-fail", "worker-memory-limit", "move-coordinator"]);
+    for (const k of kinds) assert.ok(FAULT_KIND_NAMES.includes(k), `${k} is in 'all'`);
+    const seen = new Set<string>();
+    for (let seed = 1; seed <= 20; seed++) {
+      // Beside broker faults: a coordinator move must never overlap another broker's fault.
+      const s = makeSchedule(seed, 600_000, [...kinds, "kill-broker", "restart-broker"], HOSTS);
+      for (const f of s.faults) {
+        seen.add(f.kind);
+        if (f.kind === "move-coordinator") assert.equal(f.target, "coordinator");
+        else if (f.kind === "model-load-fail" || f.kind === "worker-memory-limit") assert.match(f.target, /^w\d$/);
+        const at = s.faults.filter((g) => g.atMs <= f.atMs && g.atMs + g.durationMs > f.atMs);
+        assert.ok(at.filter((g) => ROLE(g.target) === "broker").length <= 1, `seed ${seed} #${f.id}: one broker fault at a time, the coordinator's included`);
+        assert.ok(at.filter((g) => ROLE(g.target) === "worker").length <= 2, `seed ${seed}: a worker always whole`);
+        assert.equal(new Set(at.map((g) => g.target)).size, at.length, `seed ${seed}: one fault per host`);
+      }
+      assert.deepEqual(parseSchedule(scheduleToJson(s), "c.json"), s, "a coordinator target reads back");
+    }
+    assert.deepEqual([...seen].sort(), [...kinds, "kill-broker", "restart-broker"].sort());
   });
 });

@@ -8,7 +8,7 @@
  * one gateway and all but one worker, one fault per host, and a cool-down on a host after its
  * fault (a broker takes ~20 s to start on its own data on this machine).
  */
-import { FAULT_KIND_NAMES, FAULT_KINDS, type FaultKind, isFaultKind, type Role, roleOf } from "./fault-kinds.ts";
+import { FAULT_KIND_NAMES, FAULT_KINDS, type FaultKind, isFaultKind, RESOLVED_TARGETS, type Role, roleOf } from "./fault-kinds.ts";
 import { mulberry32 } from "@shoal/models";
 
 /** One fault of a schedule. Times are ms from the start of the load. */
@@ -16,7 +16,10 @@ export interface Fault {
   /** 1, 2, ... in start order. */
   readonly id: number;
   readonly kind: FaultKind;
-  /** A host label (`w2`, `kafka1`), or `controller` (the active controller, found when injected). */
+  /**
+   * A host label (`w2`, `kafka1`), or `controller` (the active controller) or `coordinator` (the
+   * share group's coordinator), both brokers found when injected.
+   */
   readonly target: string;
   readonly atMs: number;
   readonly durationMs: number;
@@ -63,9 +66,14 @@ function roleLimit(role: Role, n: number): number {
   return role === "broker" ? Math.floor((n - 1) / 2) : n - 1;
 }
 
-/** The role a fault occupies: the controller is a broker. */
+/** The role of a target: the controller and the coordinator are brokers. */
+function targetRole(target: string): Role | undefined {
+  return RESOLVED_TARGETS.includes(target) ? "broker" : roleOf(target);
+}
+
+/** The role a fault occupies. */
 function faultRole(f: Pick<Fault, "target">): Role | undefined {
-  return f.target === "controller" ? "broker" : roleOf(f.target);
+  return targetRole(f.target);
 }
 
 /**
@@ -105,8 +113,8 @@ export function makeSchedule(seed: number, durationMs: number, kinds: readonly F
     const overlapping = activeAt(at, at + d);
     if (overlapping.length >= o.maxConcurrent) continue;
     const spec = FAULT_KINDS[kind].target;
-    const candidates = (spec === "controller" ? ["controller"] : spec === "any" ? [...hosts] : [...(roles.get(spec) ?? [])]).filter((h) => {
-      const role = h === "controller" ? "broker" : roleOf(h);
+    const candidates = (RESOLVED_TARGETS.includes(spec) ? [spec] : spec === "any" ? [...hosts] : [...(roles.get(spec as Role) ?? [])]).filter((h) => {
+      const role = targetRole(h);
       if (role === undefined) return false;
       if (overlapping.some((f) => f.target === h)) return false;
       const sameRole = overlapping.filter((f) => faultRole(f) === role).length;
@@ -124,7 +132,7 @@ export function makeSchedule(seed: number, durationMs: number, kinds: readonly F
 export function formatSchedule(s: Schedule): string {
   const sec = (ms: number): string => (ms / 1000).toFixed(1);
   const lines = s.faults.map(
-    (f) => `  #${String(f.id).padEnd(3)} +${sec(f.atMs).padStart(6)} s for ${sec(f.durationMs).padStart(5)} s  ${f.kind.padEnd(17)} ${f.target}`,
+    (f) => `  #${String(f.id).padEnd(3)} +${sec(f.atMs).padStart(6)} s for ${sec(f.durationMs).padStart(5)} s  ${f.kind.padEnd(19)} ${f.target}`,
   );
   return [`schedule: seed ${s.seed}, ${sec(s.durationMs)} s of load, ${s.faults.length} faults on ${s.hosts.join(",")}`, ...lines].join("\n");
 }
@@ -171,8 +179,8 @@ export function parseSchedule(text: string, source: string): Schedule {
     if (typeof kind !== "string" || !isFaultKind(kind))
       problems.push(`${at}.kind: unknown fault kind ${JSON.stringify(kind)} (known: ${FAULT_KIND_NAMES.join(", ")})`);
     const target = f["target"];
-    if (typeof target !== "string" || (target !== "controller" && !(Array.isArray(hosts) && hosts.includes(target)))) {
-      problems.push(`${at}.target: expected one of the hosts or 'controller', got ${JSON.stringify(target)}`);
+    if (typeof target !== "string" || (!RESOLVED_TARGETS.includes(target) && !(Array.isArray(hosts) && hosts.includes(target)))) {
+      problems.push(`${at}.target: expected one of the hosts, 'controller' or 'coordinator', got ${JSON.stringify(target)}`);
     }
     if (!isMs(f["atMs"])) problems.push(`${at}.atMs: expected ms >= 0, got ${JSON.stringify(f["atMs"])}`);
     if (!isMs(f["durationMs"]) || f["durationMs"] === 0) problems.push(`${at}.durationMs: expected ms > 0, got ${JSON.stringify(f["durationMs"])}`);

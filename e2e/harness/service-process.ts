@@ -53,7 +53,15 @@ export class ServiceProcess {
   static start(kind: "gateway" | "worker", name: string, env: Record<string, string>, builtDir?: string): ServiceProcess {
     // SHOAL_NODE_ARGS: extra node flags for profiling (e.g. --cpu-prof), which NODE_OPTIONS refuses.
     const extra = (env["SHOAL_NODE_ARGS"] ?? "").split(" ").filter((a) => a !== "");
-    return ServiceProcess.spawn(name, process.execPath, [...extra, ...SERVICE_NODE_FLAGS, ...serviceEntry(kind, builtDir)], { LOG_LEVEL: "info", ...env });
+    // Gateways start without the embedding cache unless a test asks for it (e2e/embed-cache.test.ts):
+    // the other tests send the same texts again to compare vectors and count jobs, which the cache
+    // would answer without the queue, batching and workers they are there to test.
+    const defaults: Record<string, string> = kind === "gateway" ? { SHOAL_EMBED_CACHE_BYTES: "0" } : {};
+    return ServiceProcess.spawn(name, process.execPath, [...extra, ...SERVICE_NODE_FLAGS, ...serviceEntry(kind, builtDir)], {
+      LOG_LEVEL: "info",
+      ...defaults,
+      ...env,
+    });
   }
 
   /** Runs any command whose output is a Shoal service's log (a container runtime, for one). */

@@ -17,12 +17,14 @@ import { join, resolve } from "node:path";
 export const REPO_ROOT = resolve(import.meta.dirname, "../..");
 
 /**
- * Left out of the bundles: onnxruntime-node is a native addon and @platformatic/wasm-utils a wasm
- * module, both read files beside their own package.json; the OpenTelemetry SDK and pino load
- * modules by computed names (instrumentations, transports), which a bundle cannot follow.
+ * Left out of the bundles: onnxruntime-node and @node-rs/crc32 are native addons and
+ * @platformatic/wasm-utils a wasm module, all read files beside their own package.json (or in their
+ * per-platform packages); the OpenTelemetry SDK and pino load modules by computed names
+ * (instrumentations, transports), which a bundle cannot follow.
  */
 export const EXTERNAL_PACKAGES = [
   "onnxruntime-node",
+  "@node-rs/crc32",
   "@platformatic/wasm-utils",
   "@opentelemetry/sdk-node",
   "@opentelemetry/exporter-trace-otlp-proto",

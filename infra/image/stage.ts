@@ -10,6 +10,7 @@
  *   node --import tsx infra/image/stage.ts <out>     # prints the input hash
  */
 import { createHash } from "node:crypto";
+import { existsSync } from "node:fs";
 import { chmod, copyFile, cp, mkdir, readdir, readFile, rm, stat } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { buildServices, EXTERNAL_PACKAGES, REPO_ROOT } from "./build-services.ts";
@@ -62,8 +63,9 @@ export async function prodModules(): Promise<Array<{ path: string; version: stri
     ];
     for (const [name, required] of wanted) {
       const dep = resolveInLock(packages, key, name);
-      if (dep) queue.push(dep);
-      else if (required) throw new Error(`${key} needs ${name}, which package-lock.json does not hold`);
+      // The lock holds every platform's optional binary package (@node-rs/crc32-*); npm installs this platform's.
+      if (dep && (required || existsSync(join(REPO_ROOT, dep)))) queue.push(dep);
+      else if (!dep && required) throw new Error(`${key} needs ${name}, which package-lock.json does not hold`);
     }
   }
   return [...seen].sort().map((path) => ({ path, version: packages[path]!.version ?? "?" }));

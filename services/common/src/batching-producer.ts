@@ -75,6 +75,14 @@ class ProduceIncompleteError extends Error {
   }
 }
 
+/**
+ * Rejects `send` for records whose producer could not connect (every broker refused or out of
+ * reach): they never went out. The connect's own error is the cause.
+ */
+export class ProducerNotConnectedError extends Error {
+  override readonly name = "ProducerNotConnectedError";
+}
+
 /** Rejects `send` for a record taken back with `withdraw` before it went out. */
 export class RecordWithdrawnError extends Error {
   override readonly name = "RecordWithdrawnError";
@@ -374,7 +382,9 @@ export function createBatchingProducer(
   /** sendBatch, bounded by `stuckAfterMs` when set (the request itself is left to kafkajs). */
   async function sendOrStuck(topicMessages: TopicMessages[]): Promise<RecordMetadata[]> {
     // A connect that fails rejects the records (no new producer: this one is not stuck, it is cut off).
-    await ensureConnected();
+    await ensureConnected().catch((err: unknown) => {
+      throw new ProducerNotConnectedError(`not connected: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    });
     const sent = producer.sendBatch({ topicMessages, acks: -1 });
     if (opts.stuckAfterMs === undefined) return sent;
     sent.catch(() => undefined); // if it fails after the bound, nobody waits for it

@@ -54,6 +54,15 @@ describe("model catalog", () => {
     });
   });
 
+  test("workers: the pool size planned for the capacity check, optional, a positive integer", async () => {
+    const path = await write(`pools:\n  gpu: { workers: 64 }\n  cpu: {}\nmodels:\n  - path: \${TINY_DIR}\n    pool: gpu\n`);
+    const catalog = await loadCatalog(path, { TINY_DIR: tiny });
+    assert.equal(catalog.pools.get("gpu")?.workers, 64);
+    assert.equal(catalog.pools.get("cpu")?.workers, undefined);
+    const bad = await write(`pools:\n  gpu: { workers: 0 }\nmodels:\n  - path: \${TINY_DIR}\n    pool: gpu\n`);
+    await assert.rejects(loadCatalog(bad, { TINY_DIR: tiny }), /pools\.gpu\.workers: expected a positive integer/);
+  });
+
   test("pinned and memory: sizes with units or bytes", async () => {
     const path = await write(
       `models:\n  - path: \${TINY_DIR}\n    id: a\n    pinned: true\n    memory: 120MiB\n  - path: \${TINY_DIR}\n    id: b\n    memory: 5000\n`,

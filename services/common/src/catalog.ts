@@ -35,6 +35,12 @@ export interface PoolSpec {
   readonly jobTopics: JobTopicLayout;
   /** Ids of the models served by this pool, sorted. */
   readonly models: readonly string[];
+  /**
+   * Workers the operator plans for the pool (optional): gateways and workers check at start that
+   * Kafka's share-group limits fit that many (docs/capacity.md); absent, the workers seen in the
+   * pool's share group stand in.
+   */
+  readonly workers?: number;
 }
 
 /** How a pool's jobs are laid out on topics (see PoolSpec.jobTopics). */
@@ -187,7 +193,8 @@ export function parseByteSize(value: unknown): number | null {
  * ```yaml
  * pools:
  *   default: { intake: share }       # or group; partitions: 1 (share) / 8 (group) by default;
- *                                    #   jobTopics: per-lane (default) or per-model (share only)
+ *                                    #   jobTopics: per-lane (default) or per-model (share only);
+ *                                    #   workers: the pool size planned, for the capacity check
  * models:
  *   - path: ${SHOAL_MODELS}/minilm   # a model folder (relative to this file): a Hugging Face
  *                                    #   repository's layout, or one with a shoal-model.json
@@ -241,7 +248,9 @@ export async function loadCatalog(path: string, env: NodeJS.ProcessEnv = process
       const jobTopics: JobTopicLayout = JOB_TOPIC_LAYOUTS.find((k) => k === rawLayout) ?? "per-lane";
       if (jobTopics !== rawLayout) problems.push(`${where}.jobTopics: expected one of ${JOB_TOPIC_LAYOUTS.join(", ")} (got ${JSON.stringify(rawLayout)})`);
       if (jobTopics === "per-model" && intake !== "share") problems.push(`${where}.jobTopics: per-model needs intake: share`);
-      pools.set(name, { name, intake, partitions: Number(partitions), jobTopics, models: [] });
+      const workers = isJsonObject(raw) ? raw["workers"] : undefined;
+      if (workers !== undefined && (!Number.isInteger(workers) || (workers as number) < 1)) problems.push(`${where}.workers: expected a positive integer`);
+      pools.set(name, { name, intake, partitions: Number(partitions), jobTopics, models: [], ...(workers === undefined ? {} : { workers: Number(workers) }) });
     }
   }
 

@@ -76,6 +76,7 @@ export {
   createBatchingProducer,
   ProduceStuckError,
   ProducerClosedError,
+  ProducerNotConnectedError,
   RecordWithdrawnError,
   type BatchingProducer,
   type RecordPosition,
@@ -122,6 +123,7 @@ export {
   type RoutedJob,
 } from "./dispatch-policies.ts";
 export { stopKafkajsIdleLoop } from "./kafkajs-idle-loop.ts";
+export { useNativeKafkajsCrc } from "./kafkajs-native-crc.ts";
 export { fetchHubModel, type FetchHubModelOptions, type HubModel } from "./hub/fetch-hub-model.ts";
 export { DEFAULT_REVISION, formatHubSource, parseModelSource, type ModelSource } from "./hub/model-source.ts";
 export { DEFAULT_ONNX_FILE, SHOAL_MODEL_CONFIG_FILES, shoalModelFiles, type HubFileSelection } from "./hub/files.ts";
@@ -158,6 +160,7 @@ export {
   type RegistryRefusal,
 } from "./registry/registry-state.ts";
 export { batchingOf } from "./registry/registry-models.ts";
+export { modelIdentity } from "./registry/model-identity.ts";
 export {
   createSourceResolver,
   folderRevision,
@@ -169,3 +172,37 @@ export {
   type ResolveOptions,
 } from "./registry/model-source.ts";
 export { createHubSourceResolver, type HubSourceOptions } from "./registry/hub-source.ts";
+export { KAFKA_44, BROKER_LIMIT_NAMES, GROUP_LIMIT_NAMES, type KafkaLimit, type LimitScope } from "./capacity/kafka-limits.ts";
+export {
+  ACCELERATOR_DEFAULTS,
+  capacityReport,
+  deviceFigures,
+  membersPerWorker,
+  shardModels,
+  splitWorkers,
+  type CapacityInput,
+  type CapacityReport,
+  type DeviceFigures,
+  type FleetModel,
+  type GroupFigures,
+  type TopicLayout,
+} from "./capacity/capacity-model.ts";
+export {
+  bindingLimit,
+  DEFAULT_LIMIT_SETTINGS,
+  fitConfiguration,
+  limitUses,
+  type CapacityFit,
+  type FitOptions,
+  type LimitSettings,
+  type LimitUse,
+} from "./capacity/capacity-fit.ts";
+export { checkPoolLimits, limitsFromConfigs, poolNeeds, type LimitWarning, type PoolLimits, type PoolNeeds, type PoolShape } from "./capacity/limit-check.ts";
+export {
+  createPoolLimitMonitor,
+  shareLimitsReader,
+  type PoolLimitMonitor,
+  type PoolLimitMonitorOptions,
+  type ShareAdminCalls,
+  type ShareLimitsReader,
+} from "./capacity/pool-limits-monitor.ts";

@@ -3,6 +3,7 @@ import net from "node:net";
 import tls from "node:tls";
 import { Kafka, logLevel, type ISocketFactory, type KafkaConfig, type LogEntry, type SASLOptions } from "kafkajs";
 import { stopKafkajsIdleLoop } from "./kafkajs-idle-loop.ts";
+import { useNativeKafkajsCrc } from "./kafkajs-native-crc.ts";
 import type { Logger } from "./logger.ts";
 
 /** TLS to the brokers: PEM contents, read from the `KAFKA_SSL_*_FILE`s at start. */
@@ -133,10 +134,12 @@ export const kafkaSocketFactory: ISocketFactory = ({ host, port, ssl, onConnect 
 /**
  * Builds a kafkajs client whose own logs go through the service's pino logger.
  * kafkajs logs every retried connection at ERROR; those are demoted to WARN so a broker
- * restart does not read like a crash.
+ * restart does not read like a crash. The first call also patches kafkajs for the whole process:
+ * no idle timer loop (kafkajs-idle-loop.ts), native record batch CRCs (kafkajs-native-crc.ts).
  */
 export function createKafka(settings: KafkaSettings, logger: Logger): Kafka {
   stopKafkajsIdleLoop();
+  useNativeKafkajsCrc();
   const log = logger.child({ component: "kafkajs" });
   for (const warning of kafkaExposure(settings)) logger.warn({ brokers: settings.brokers }, warning);
   const config: KafkaConfig = {

@@ -4,7 +4,7 @@ import { Code, createRouterTransport, createClient } from "@connectrpc/connect";
 import { ModelAdminService } from "@shoal/gen/shoal/v1/model_admin_pb.ts";
 import { hashApiKey, parseApiKeysDocument, parseApiKeysEnv, type ApiKeySpec } from "./api-keys.ts";
 import { ApiKeys, requireApiKey } from "./auth.ts";
-import { mapErrors } from "./app.ts";
+import { mapErrors } from "./map-errors.ts";
 import { createLogger } from "@shoal/common";
 
 const ADMIN = "sk-admin-0123456789abcdef";

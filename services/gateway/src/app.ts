@@ -1,4 +1,4 @@
-import { Code, ConnectError, createContextValues, type Interceptor } from "@connectrpc/connect";
+import { createContextValues } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import {
   boundLabel,
@@ -15,6 +15,7 @@ import {
   gatewaysTopicSpec,
   stopSteps,
   type Logger,
+  type PoolLimitMonitor,
   createRecordSigner,
   warnIfUnsigned,
   createModelRegistry,
@@ -33,20 +34,21 @@ import { ApiKeys, callerKey, connectionOf, requireApiKey } from "./auth.ts";
 import { createDualServer, type DualServer } from "./dual-server.ts";
 import { createTlsServer } from "./tls-server.ts";
 import { createBrokerPing, createLagReader } from "@shoal/kafka-share";
+import { createGatewayPoolLimits } from "./pool-limits.ts";
 import { createLaneLagMonitor, type LaneLagMonitor } from "./lane-lag.ts";
 import { backlogSources } from "./lane-backlog.ts";
 import { createGatewayMetrics } from "./gateway-metrics.ts";
 import { rpcMetrics } from "./rpc-metrics.ts";
 import { traceRpc } from "./rpc-tracing.ts";
-import { toConnectError } from "./errors.ts";
 import { createHealthService, HealthState } from "./health-service.ts";
 import { createClusterService } from "./cluster-service.ts";
 import { createClusterState } from "./cluster-state.ts";
 import { createInferenceService } from "./inference-service.ts";
+import { EmbedCache } from "./embed-cache/embed-cache.ts";
 import { createJobProducer } from "./job-producer.ts";
 import { createModelService } from "./model-service.ts";
 import { createModelAdminService } from "./model-admin-service.ts";
-import { PendingJobs } from "./pending-jobs.ts";
+import { PendingJobs, RESULT_AFTER_UNAVAILABLE } from "./pending-jobs.ts";
 import { createDirectReplyServer } from "./direct-replies.ts";
 import { createReplyConsumer } from "./reply-consumer.ts";
 import { createReplyRegistration } from "./reply-registration.ts";
@@ -56,36 +58,19 @@ import { createHttpFront } from "./http-front.ts";
 import { createJsonDecoder } from "./json-decoder.ts";
 import { createLargeJsonCalls } from "./large-json-calls.ts";
 import { createOpenAiEmbeddings } from "./openai-embeddings.ts";
+import { type BatchApi, createBatchApi } from "./batch/batch-api.ts";
 import { createCohereRoutes } from "./cohere-routes.ts";
 import { createTeiRoutes } from "./tei-routes.ts";
 import { liveDefaultModel } from "./route-fields.ts";
 import { registerReflection } from "./reflection-service.ts";
 import { createRoutedDispatch, type RoutedDispatch } from "./dispatch/routed-dispatch.ts";
+import { mapErrors } from "./map-errors.ts";
 
 export interface GatewayApp {
   /** Resolves with the bound port once the gateway serves. */
   start(): Promise<{ port: number }>;
   /** Idempotent graceful stop: refuse new calls, wait for in-flight ones, close clients. */
   stop(): Promise<void>;
-}
-
-/** Maps every error a handler throws to its Connect code, once, at the edge; logs the unexpected. Exported for its test. */
-export function mapErrors(logger: Logger): Interceptor {
-  const log = logger.child({ component: "rpc" });
-  return (next) => async (req) => {
-    try {
-      return await next(req);
-    } catch (err) {
-      // A caller that resets its HTTP/2 stream aborts the call with the reset code as the reason
-      // (INTERNAL_ERROR reads as Internal): the caller left, nothing failed here.
-      let mapped = toConnectError(err);
-      if (mapped.code === Code.Internal && req.signal.aborted && err === req.signal.reason) {
-        mapped = new ConnectError(`caller went away: ${mapped.rawMessage}`, Code.Canceled);
-      }
-      if (mapped.code === Code.Internal) log.error({ err, method: req.method.name }, "internal error");
-      throw mapped;
-    }
-  };
 }
 
 /**
@@ -102,7 +87,11 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
   const log = logger.child({ component: "app", instance: config.instanceId });
   const kafka = createKafka(config.kafka, logger);
   const admin = kafka.admin();
-  const pending = new PendingJobs();
+  // A result for a job answered Unavailable (its record's fate unknown): the chaos checker counts these.
+  const pending = new PendingJobs((jobId) => {
+    metrics.resultsAfterUnavailable.inc();
+    log.warn({ jobId }, RESULT_AFTER_UNAVAILABLE);
+  });
   // With SHOAL_CLUSTER_KEYS, jobs and cancels are signed and results checked (record-signer.ts).
   const signer = createRecordSigner(config.clusterKeys);
   warnIfUnsigned(signer, config.kafka.brokers, log);
@@ -154,7 +143,22 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     () => pending.size,
     () => lagMonitor?.lag ?? new Map(),
     () => cluster.size,
+    () => ({ bytes: embedCache?.bytes ?? 0, entries: embedCache?.entries ?? 0 }),
   );
+  // Vectors by tenant, model revision, options and text; identical texts in flight computed once (docs/cache.md).
+  const embedCache =
+    config.embedCache.maxBytes === 0
+      ? undefined
+      : new EmbedCache({
+          maxBytes: config.embedCache.maxBytes,
+          batchDependentModels: config.embedCache.batchDependentModels,
+          events: {
+            hit: () => metrics.embedCacheHits.inc(),
+            miss: () => metrics.embedCacheMisses.inc(),
+            join: () => metrics.embedCacheJoins.inc(),
+            evict: () => metrics.embedCacheEvictions.inc(),
+          },
+        });
   // Readiness follows the broker: NOT_SERVING within seconds of losing it, SERVING when it returns.
   // Every bootstrap broker is asked on connections of its own: one silent broker of three leaves it ready.
   const shareSecurityOptions = shareSecurity(config.kafka);
@@ -177,6 +181,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     batch: { maxInFlightTokens: config.admission.batch.maxInFlightTokens, maxQueuedTokens: config.admission.batch.maxQueuedTokens },
   });
   let lagMonitor: LaneLagMonitor | undefined;
+  let poolLimits: PoolLimitMonitor | undefined;
   // Every pool's backlog (share coordinator or committed offsets, and watermarks) over one
   // client that keeps its connections, coordinators and metadata between polls.
   const lagReader = createLagReader({
@@ -191,6 +196,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
   let server: DualServer | undefined;
   // The live catalog: the YAML's pools, the models of the registry topic (docs/models.md).
   let registry: ModelRegistry | undefined;
+  let batchApi: BatchApi | undefined;
   let stopping: Promise<void> | undefined;
   // SHOAL_DISPATCH other than shared: this gateway picks each job's worker from its own view of the status topic.
   const dispatchConfig = config.dispatch;
@@ -249,6 +255,18 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     });
     // Serve with the lanes' figures in place (GetCluster, admission), waiting at most 3 s for them.
     await Promise.race([lagMonitor.start(), new Promise((r) => setTimeout(r, 3_000).unref())]);
+    // Do the share pools fit the brokers' share-group limits? Warns, never stops the start (#53).
+    poolLimits = createGatewayPoolLimits(
+      {
+        brokers: config.kafka.brokers,
+        clientId: `shoal-gateway-${config.instanceId}-limits`,
+        ...(shareSecurityOptions ? { security: shareSecurityOptions } : {}),
+      },
+      [...catalog.pools.values()],
+      metrics.registry,
+      logger,
+    );
+    void poolLimits.start();
     const unknownModels = [...new Set(config.apiKeys.flatMap((k) => (k.models === "*" ? [] : k.models)))].filter((m) => !catalog.models.has(m));
     if (unknownModels.length > 0) log.warn({ models: unknownModels }, "API keys name models the catalog does not serve");
 
@@ -272,7 +290,22 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
         if (jobId !== "") logger.debug({ jobId, how, err: (err as Error).message }, "call ended without its result");
       },
       dispatch,
+      embedCache,
     });
+    // OpenAI's Batch API: files and batch state in Kafka, each line an Embed on the batch lane (docs/batch.md).
+    const batch = createBatchApi({
+      kafka,
+      kafkaSettings: config.kafka,
+      logger,
+      config: config.batch,
+      instanceId: config.instanceId,
+      apiKeys,
+      apiKeySpecs: config.apiKeys,
+      embed: (req, ctx) => inference.embed(req, ctx),
+      models: catalog.models,
+    });
+    batchApi = batch;
+    await batch.start();
     // Outermost first: the trace and the metrics see the final, mapped code (and the caller's
     // tenant, which the key check leaves in the context values); key errors are mapped too. The
     // Connect routes and the OpenAI endpoint share this one chain.
@@ -334,6 +367,7 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
     });
     const front = createHttpFront({
       cors: createCors(config.corsOrigins),
+      batch: batch.handle,
       openai: createOpenAiEmbeddings({
         embed: (req, ctx) => inference.embed(req, ctx),
         interceptors,
@@ -406,8 +440,10 @@ export function createGatewayApp(config: GatewayConfig, logger: Logger): Gateway
           probe.stop();
           void ping.close();
           lagMonitor?.stop();
+          poolLimits?.stop();
         },
       ],
+      ["stop batch runs (each saves what it finished)", () => batchApi?.stop()],
       [
         "drain in-flight calls",
         async () => {

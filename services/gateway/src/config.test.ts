@@ -95,3 +95,16 @@ describe("direct replies (SHOAL_DIRECT_REPLY*)", () => {
     assert.match(problems({ SHOAL_DIRECT_REPLY_PORT: "70000" }), /SHOAL_DIRECT_REPLY_PORT=70000/);
   });
 });
+
+describe("embedding cache (SHOAL_EMBED_CACHE_*)", () => {
+  test("256 MiB by default, dynamic-int8 models left out; sizes in bytes or units; 0 turns it off; garbage is a problem", () => {
+    assert.deepEqual(loadGatewayConfig(BASE).embedCache, { maxBytes: 256 * 1024 * 1024, batchDependentModels: false });
+    assert.deepEqual(loadGatewayConfig({ ...BASE, SHOAL_EMBED_CACHE_BYTES: "64MiB", SHOAL_EMBED_CACHE_QUANTIZED: "1" }).embedCache, {
+      maxBytes: 64 * 1024 * 1024,
+      batchDependentModels: true,
+    });
+    assert.equal(loadGatewayConfig({ ...BASE, SHOAL_EMBED_CACHE_BYTES: "1000000" }).embedCache.maxBytes, 1_000_000);
+    assert.equal(loadGatewayConfig({ ...BASE, SHOAL_EMBED_CACHE_BYTES: "0" }).embedCache.maxBytes, 0);
+    assert.match(problems({ SHOAL_EMBED_CACHE_BYTES: "lots" }), /SHOAL_EMBED_CACHE_BYTES: expected a size/);
+  });
+});

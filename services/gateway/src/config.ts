@@ -1,10 +1,20 @@
 import { createPrivateKey, randomBytes, X509Certificate, type KeyObject } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { EnvReader, firstExisting, parseConfigText, readClusterKeys, readKafkaSettings, readRegistryTopic, type KafkaSettings } from "@shoal/common";
+import {
+  EnvReader,
+  firstExisting,
+  parseByteSize,
+  parseConfigText,
+  readClusterKeys,
+  readKafkaSettings,
+  readRegistryTopic,
+  type KafkaSettings,
+} from "@shoal/common";
 import type { ConnectionLimits } from "./connection-limits.ts";
 import { readDispatchConfig, type DispatchConfig } from "./dispatch/dispatch-config.ts";
 import { checkDuplicateKeys, parseApiKeysDocument, parseApiKeysEnv, type ApiKeySpec } from "./api-keys.ts";
+import { readBatchConfig, type BatchConfig } from "./batch/batch-config.ts";
 
 /** The gateway's whole configuration, validated once at start. */
 export interface GatewayConfig {
@@ -66,7 +76,17 @@ export interface GatewayConfig {
   readonly insecurePublic: boolean;
   /** SHOAL_TEI_EMBED_MODEL / SHOAL_TEI_RERANK_MODEL: the models the TEI routes serve (unset: the catalog's first pinned, else first, of the task). */
   readonly tei: { readonly embedModel: string | undefined; readonly rerankModel: string | undefined };
+  /** SHOAL_BATCH_*: the OpenAI-compatible Batch API's limits and topics (docs/batch.md). */
+  readonly batch: BatchConfig;
+  /**
+   * SHOAL_EMBED_CACHE_BYTES (default 256 MiB; 0: off): most bytes the embedding cache holds;
+   * SHOAL_EMBED_CACHE_QUANTIZED=1: cache dynamic-int8 models too (docs/cache.md).
+   */
+  readonly embedCache: { readonly maxBytes: number; readonly batchDependentModels: boolean };
 }
+
+/** SHOAL_EMBED_CACHE_BYTES when unset. */
+export const DEFAULT_EMBED_CACHE_BYTES = 256 * 1024 * 1024;
 
 /** Whether `host` only accepts connections from this machine. */
 export function isLoopback(host: string): boolean {
@@ -149,7 +169,16 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     tls,
     dispatch: readDispatchConfig(r),
     tei: { embedModel: r.optionalString("SHOAL_TEI_EMBED_MODEL"), rerankModel: r.optionalString("SHOAL_TEI_RERANK_MODEL") },
+    batch: readBatchConfig(r),
+    embedCache: readEmbedCache(r),
   });
+}
+
+function readEmbedCache(r: EnvReader): GatewayConfig["embedCache"] {
+  const text = r.optionalString("SHOAL_EMBED_CACHE_BYTES");
+  const maxBytes = text === undefined ? DEFAULT_EMBED_CACHE_BYTES : /^0+$/.test(text) ? 0 : parseByteSize(text);
+  if (maxBytes === null) r.problem(`SHOAL_EMBED_CACHE_BYTES: expected a size such as 256MiB, a byte count, or 0 to turn the cache off (got '${text}')`);
+  return { maxBytes: maxBytes ?? 0, batchDependentModels: r.bool("SHOAL_EMBED_CACHE_QUANTIZED", false) };
 }
 
 function readDirectReply(r: EnvReader): GatewayConfig["directReply"] {

@@ -46,6 +46,16 @@ export class CallCancelledError extends Error {
 /** The queue cannot take the job right now (broker unreachable, shutting down). */
 export class QueueUnavailableError extends Error {
   override readonly name = "QueueUnavailableError";
+  /**
+   * @param maybeWritten the record had gone out and the broker did not answer: it may be written
+   *   (and a worker may run it). False: it never left the gateway.
+   */
+  constructor(
+    message: string,
+    readonly maybeWritten = false,
+  ) {
+    super(message);
+  }
 }
 
 /** Admission control refused the call; `retryAfterMs` is the hint sent back. */

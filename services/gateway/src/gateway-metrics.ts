@@ -9,6 +9,7 @@ export interface GatewayMetrics {
   readonly admissionRejections: Counter<"lane" | "reason">;
   readonly abandonedJobs: Counter<"how">;
   readonly resultsDropped: Counter;
+  readonly resultsAfterUnavailable: Counter;
   readonly directResults: Counter;
   readonly recordsRejected: Counter<"reason">;
   readonly statusRejected: Counter<"reason">;
@@ -16,6 +17,13 @@ export interface GatewayMetrics {
   readonly queueLag: Gauge<"pool" | "lane">;
   readonly dispatched: Counter<"pool" | "worker">;
   readonly rescued: Counter<"worker">;
+  /** Embedding cache (docs/cache.md), per distinct text of a call: answered from it, computed, joined to a computation in flight. */
+  readonly embedCacheHits: Counter;
+  readonly embedCacheMisses: Counter;
+  readonly embedCacheJoins: Counter;
+  readonly embedCacheEvictions: Counter;
+  readonly embedCacheBytes: Gauge;
+  readonly embedCacheEntries: Gauge;
 }
 
 /**
@@ -27,6 +35,8 @@ export function createGatewayMetrics(
   inFlight: () => number,
   lag: () => ReadonlyMap<string, number> = () => new Map(),
   statusEntries: () => number = () => 0,
+  /** Read at scrape time: the embedding cache's bytes and entries (zeros when it is off). */
+  embedCache: () => { bytes: number; entries: number } = () => ({ bytes: 0, entries: 0 }),
 ): GatewayMetrics {
   const registry = createMetricsRegistry("gateway");
   return {
@@ -81,6 +91,11 @@ export function createGatewayMetrics(
       help: "Results nobody waited for (duplicates, or the caller left)",
       registers: [registry],
     }),
+    resultsAfterUnavailable: new Counter({
+      name: "shoal_gateway_results_after_unavailable_total",
+      help: "Results for jobs whose call was answered Unavailable while their record's fate was unknown (the work ran unseen; the cancel sent came too late)",
+      registers: [registry],
+    }),
     directResults: new Counter({
       name: "shoal_gateway_direct_results_total",
       help: "Results workers handed straight to this gateway (not through its reply topic)",
@@ -104,6 +119,42 @@ export function createGatewayMetrics(
       registers: [registry],
       collect() {
         this.set(statusEntries());
+      },
+    }),
+    embedCacheHits: new Counter({
+      name: "shoal_gateway_embed_cache_hits_total",
+      help: "Texts of Embed calls answered from the embedding cache (each distinct text of a call counted once)",
+      registers: [registry],
+    }),
+    embedCacheMisses: new Counter({
+      name: "shoal_gateway_embed_cache_misses_total",
+      help: "Texts of Embed calls neither cached nor in flight: computed by the call's own job",
+      registers: [registry],
+    }),
+    embedCacheJoins: new Counter({
+      name: "shoal_gateway_embed_cache_inflight_joins_total",
+      help: "Texts of Embed calls that waited for another call's job computing the same text instead of sending their own",
+      registers: [registry],
+    }),
+    embedCacheEvictions: new Counter({
+      name: "shoal_gateway_embed_cache_evictions_total",
+      help: "Embedding cache entries evicted (least recently used) to stay within SHOAL_EMBED_CACHE_BYTES",
+      registers: [registry],
+    }),
+    embedCacheBytes: new Gauge({
+      name: "shoal_gateway_embed_cache_bytes",
+      help: "Bytes the embedding cache holds (vectors and keys, as counted against SHOAL_EMBED_CACHE_BYTES)",
+      registers: [registry],
+      collect() {
+        this.set(embedCache().bytes);
+      },
+    }),
+    embedCacheEntries: new Gauge({
+      name: "shoal_gateway_embed_cache_entries",
+      help: "Texts the embedding cache holds",
+      registers: [registry],
+      collect() {
+        this.set(embedCache().entries);
       },
     }),
     // The autoscaling signal for share pools (KEDA's Prometheus scaler): a share group has no

@@ -2,6 +2,7 @@ import { isConsolePath } from "./console-static.ts";
 import type { Cors } from "./cors.ts";
 import { COHERE_PATHS } from "./cohere-routes.ts";
 import { OPENAI_EMBEDDINGS_PATH } from "./openai-embeddings.ts";
+import { isBatchApiPath } from "./batch/batch-paths.ts";
 import { TEI_PATHS } from "./tei-routes.ts";
 import { clampTimeoutHeaders } from "./timeout-headers.ts";
 import { refuseEarly, stopUploadAfterResponse } from "./early-refusal.ts";
@@ -15,6 +16,8 @@ export interface HttpFrontRoutes {
   readonly cors: Cors;
   /** `POST /v1/embeddings`. */
   readonly openai: Handler;
+  /** OpenAI's Batch API: `/v1/files…`, `/v1/batches…`; none: not served. */
+  readonly batch?: Handler;
   /** Cohere's `/v1/embed`, `/v2/embed`, `/v1/rerank`, `/v2/rerank`; none: not served. */
   readonly cohere?: Handler;
   /** TEI's `/embed`, `/rerank`, `/tokenize`, `/info`, `/health`; none: not served. */
@@ -50,6 +53,7 @@ export function createHttpFront(routes: HttpFrontRoutes): Handler {
     if (routes.cors.handle(req, res)) return;
     const pathname = (req.url ?? "/").split("?", 1)[0] ?? "/";
     if (pathname === OPENAI_EMBEDDINGS_PATH) routes.openai(req, res);
+    else if (routes.batch !== undefined && isBatchApiPath(pathname)) routes.batch(req, res);
     else if (routes.cohere !== undefined && COHERE_PATHS.has(pathname)) routes.cohere(req, res);
     else if (routes.tei !== undefined && TEI_PATHS.has(pathname)) routes.tei(req, res);
     else if (isConsolePath(pathname)) routes.console(req, res);

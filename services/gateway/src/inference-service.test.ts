@@ -17,8 +17,9 @@ import {
 } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { JobResultSchema, JobStatus, type JobEnvelope } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { Admission } from "./admission.ts";
-import { toConnectError } from "./errors.ts";
-import { type AbandonedJob, createInferenceService } from "./inference-service.ts";
+import { QueueUnavailableError, toConnectError } from "./errors.ts";
+import { EmbedCache } from "./embed-cache/embed-cache.ts";
+import { type AbandonedJob, createInferenceService, type InferenceDeps } from "./inference-service.ts";
 import type { JobProducer } from "./job-producer.ts";
 import { PendingJobs } from "./pending-jobs.ts";
 
@@ -29,7 +30,7 @@ const catalog = {
   path: "/dev/null",
   pools: new Map([["p", { name: "p", partitions: 1 }]]),
   models: new Map<string, CatalogModel>([
-    ["emb", fake("emb", { task: "embed", dimensions: 2, normalize: true })],
+    ["emb", fake("emb", { task: "embed", dimensions: 2, normalize: true, modelPath: "/models/emb/model.onnx" })],
     ["rr", fake("rr", { task: "rerank", dimensions: 1, scoreActivation: "sigmoid" })],
     ["cls", fake("cls", { task: "classify", dimensions: 3, labels: ["neg", "neu", "pos"], problemType: "single_label" })],
   ]),
@@ -42,7 +43,7 @@ const f32 = (values: number[]): Uint8Array => new Uint8Array(new Float32Array(va
  * The service over a stand-in queue: the producer decodes each envelope it is given and answers
  * it at once through PendingJobs, as the reply consumer would, with what `worker` returns.
  */
-function harness() {
+function harness(extra: Partial<InferenceDeps> = {}) {
   const pending = new PendingJobs();
   const sent: { topic: string; envelope: JobEnvelope }[] = [];
   const admitted: number[] = [];
@@ -52,7 +53,10 @@ function harness() {
   const cancels: string[] = [];
   const abandoned: AbandonedJob[] = [];
   const state = { holding: false };
+  /** Errors the next sends of jobs fail with, in order (a broker that did not answer). */
+  const failures: Error[] = [];
   const producer: JobProducer = {
+    ackTimeoutMs: 10,
     start: async () => undefined,
     stop: async () => undefined,
     withdraw(message) {
@@ -64,6 +68,11 @@ function harness() {
       if (topic === cancelTopic("p")) {
         cancels.push(decodeCancel(message.value as Buffer).jobId);
         return;
+      }
+      const failure = failures.shift();
+      if (failure !== undefined) {
+        sent.push({ topic, envelope: decodeEnvelope(message.value as Buffer) });
+        throw failure;
       }
       if (state.holding) {
         held.push(message);
@@ -99,6 +108,7 @@ function harness() {
     onAdmitted: (_lane, tokens) => admitted.push(tokens),
     onRejected: () => undefined,
     onAbandoned: (how) => abandoned.push(how),
+    ...extra,
   });
   return {
     service,
@@ -106,6 +116,8 @@ function harness() {
     held,
     cancels,
     abandoned,
+    failures,
+    pending,
     state,
     admitted,
     answer: (fn: (env: JobEnvelope) => Output) => (worker = fn),
@@ -322,5 +334,130 @@ describe("InferenceService handlers over a stand-in queue (real PendingJobs and 
     ac.abort(new ConnectError("client went away", Code.Canceled));
     await rejects(call, Code.Canceled, /client went away/);
     assert.deepEqual([h.cancels, h.abandoned], [[jobId], ["cancel_sent"]]);
+  });
+});
+
+describe("a job whose record's fate is unknown (a broker that did not answer in time)", () => {
+  const notAcked = (maybeWritten: boolean) => new QueueUnavailableError("job queue unavailable: not acknowledged within 10 ms", maybeWritten);
+  const embedOne = (h: ReturnType<typeof harness>) =>
+    h.service.embed(create(EmbedRequestSchema, { model: "emb", inputs: ["x"] }), ctxFor(InferenceService.method.embed));
+
+  test("is sent again under the same job id, and the copy answered settles the call: OK, no cancel", async () => {
+    const h = harness();
+    h.answer(() => ({ case: "embed", value: { dimensions: 1, vectors: f32([1]), tokenCounts: [1], truncated: [] } }));
+    h.failures.push(notAcked(true));
+    const res = await embedOne(h);
+    assert.equal(create(EmbedResponseSchema, res).embeddings.length, 1);
+    assert.equal(h.sent.length, 2, "two copies went out");
+    assert.equal(h.sent[0]!.envelope.jobId, h.sent[1]!.envelope.jobId);
+    assert.deepEqual(h.cancels, []);
+  });
+
+  test("never left the gateway: Unavailable at once, not sent again, no cancel", async () => {
+    const h = harness();
+    h.failures.push(notAcked(false));
+    await rejects(embedOne(h), Code.Unavailable, /not acknowledged/);
+    assert.equal(h.sent.length, 1);
+    assert.deepEqual(h.cancels, []);
+  });
+
+  test("every copy unanswered: never Unavailable; the call waits for a result until its deadline, then a cancel follows", async () => {
+    const reported: string[] = [];
+    const pending = new PendingJobs((jobId) => reported.push(jobId));
+    const h = harness({ pending, defaultTimeoutMs: 300 });
+    h.failures.push(notAcked(true), notAcked(true), notAcked(true));
+    await rejects(embedOne(h), Code.DeadlineExceeded, /deadline/i);
+    const jobId = h.sent[0]!.envelope.jobId;
+    assert.deepEqual([h.sent.length, h.cancels, h.abandoned], [3, [jobId], ["cancel_sent"]]);
+    // Its result, late: dropped, and not reported (the caller was not told it did not run).
+    pending.settle(create(JobResultSchema, { jobId, status: JobStatus.OK }));
+    assert.deepEqual(reported, []);
+  });
+
+  test("a copy that may be written, then one that never left: still waits (the first may run)", async () => {
+    const h = harness({ defaultTimeoutMs: 300 });
+    h.failures.push(notAcked(true), notAcked(false), notAcked(false));
+    await rejects(embedOne(h), Code.DeadlineExceeded, /deadline/i);
+    assert.equal(h.cancels.length, 1);
+  });
+});
+
+describe("Embed through the embedding cache (real EmbedCache, PendingJobs and Admission)", () => {
+  /** A worker whose vector of a text is [its length, its first character's code]; tokens: its length + 2. */
+  const encode = (env: JobEnvelope): Output => {
+    assert.ok(env.task.case === "embed");
+    const texts = env.task.value.inputs;
+    return {
+      case: "embed",
+      value: { dimensions: 2, vectors: f32(texts.flatMap((t) => [t.length, t.charCodeAt(0)])), tokenCounts: texts.map((t) => t.length + 2), truncated: [] },
+    };
+  };
+  const embed = async (h: ReturnType<typeof harness>, inputs: string[], lane = Lane.INTERACTIVE) => {
+    const ctx = ctxFor(InferenceService.method.embed);
+    const res = create(EmbedResponseSchema, await h.service.embed(create(EmbedRequestSchema, { model: "emb", inputs, lane }), ctx));
+    return { res, ctx, vectors: res.embeddings.map((e) => e.values) };
+  };
+  const inputsSent = (h: ReturnType<typeof harness>) => h.sent.map((s) => (s.envelope.task.case === "embed" ? s.envelope.task.value.inputs : []));
+
+  test("only the texts not cached go out; the answer is in input order; usage counts every input, headers what was reused", async () => {
+    const h = harness({ embedCache: new EmbedCache({ maxBytes: 1 << 20, batchDependentModels: false }) });
+    h.answer(encode);
+    await embed(h, ["a", "bb"]);
+    const { res, ctx, vectors } = await embed(h, ["bb", "ccc", "a", "ccc"]);
+    assert.deepEqual(inputsSent(h), [["a", "bb"], ["ccc"]]);
+    assert.deepEqual(vectors, [
+      [2, 98],
+      [3, 99],
+      [1, 97],
+      [3, 99],
+    ]);
+    assert.deepEqual(
+      res.embeddings.map((e) => [e.index, e.tokens]),
+      [
+        [0, 4],
+        [1, 5],
+        [2, 3],
+        [3, 5],
+      ],
+    );
+    assert.equal(res.usage?.promptTokens, 17);
+    assert.equal(ctx.responseHeader.get("shoal-cached-inputs"), "3");
+    assert.equal(ctx.responseHeader.get("shoal-cached-tokens"), "12");
+    // Admission took the estimate of the one text sent.
+    assert.deepEqual(h.admitted.slice(-1), [3]);
+
+    const hit = await embed(h, ["ccc", "a"]);
+    assert.equal(h.sent.length, 2, "all cached: no job");
+    assert.deepEqual(hit.vectors, [
+      [3, 99],
+      [1, 97],
+    ]);
+    assert.equal(hit.ctx.responseHeader.get("shoal-worker"), "");
+    assert.equal(hit.res.timing?.inferenceMs, 0);
+    assert.equal(hit.res.usage?.promptTokens, 8);
+  });
+
+  test("identical calls at once make one job on a lane; the other lane computes its own", async () => {
+    const h = harness({ embedCache: new EmbedCache({ maxBytes: 1 << 20, batchDependentModels: false }) });
+    h.answer(encode);
+    const answers = await Promise.all([embed(h, ["same"]), embed(h, ["same"]), embed(h, ["same"], Lane.BATCH)]);
+    assert.deepEqual(inputsSent(h), [["same"], ["same"]]);
+    for (const a of answers) assert.deepEqual(a.vectors, [[4, 115]]);
+  });
+
+  test("a validation or key refusal comes before the cache: a cached text does not bypass it", async () => {
+    const h = harness({ embedCache: new EmbedCache({ maxBytes: 1 << 20, batchDependentModels: false }) });
+    h.answer(encode);
+    await embed(h, ["fine"]);
+    await rejects(
+      h.service.embed(create(EmbedRequestSchema, { model: "emb", inputs: ["fine", ""] }), ctxFor(InferenceService.method.embed)),
+      Code.InvalidArgument,
+      /empty/,
+    );
+    await rejects(
+      h.service.embed(create(EmbedRequestSchema, { model: "rr", inputs: ["fine"] }), ctxFor(InferenceService.method.embed)),
+      Code.InvalidArgument,
+      /rerank/,
+    );
   });
 });

@@ -27,15 +27,18 @@ import {
   RerankResponseSchema,
   TokenizeResponseSchema,
   type ClassifyResponse,
+  type EmbedRequest,
   type EmbedResponse,
   type RerankResponse,
   type TokenizeResponse,
 } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { Truncation } from "@shoal/gen/shoal/v1/common_pb.ts";
-import { JobCancelSchema, JobEnvelopeSchema, JobStatus, type JobResult, type ScoresOutput } from "@shoal/gen/shoal/v1/job_pb.ts";
+import { JobCancelSchema, JobEnvelopeSchema, JobStatus, type EmbedOutput, type JobResult, type ScoresOutput } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { AdmissionRejectedError, CallCancelledError, JobFailedError, QueueUnavailableError } from "./errors.ts";
 import { validateEmbed, validateTokenize, type RequestLimits } from "./embed-request.ts";
 import { embeddingsOf } from "./embed-results.ts";
+import { callWait, type EmbedCache, type EmbedTaskOptions } from "./embed-cache/embed-cache.ts";
+import { outputOf, rowsOf } from "./embed-cache/embed-rows.ts";
 import { estimateRerankTokens, validateRerank } from "./rerank-request.ts";
 import { labelsOf, validateClassify } from "./classify-request.ts";
 import { labelInputs, rankDocuments, readScores } from "./score-results.ts";
@@ -63,6 +66,8 @@ export interface InferenceDeps {
   readonly onAbandoned?: (how: AbandonedJob, jobId: string, err: unknown) => void;
   /** SHOAL_DISPATCH other than `shared`: the gateway picks each job's worker. Undefined: the pool's shared topics. */
   readonly dispatch?: RoutedDispatch | undefined;
+  /** The embedding cache (SHOAL_EMBED_CACHE_BYTES; docs/cache.md); undefined: off. */
+  readonly embedCache?: EmbedCache | undefined;
 }
 
 /**
@@ -134,24 +139,51 @@ async function enqueueAndWait(
   const message = { key: jobId, value: Buffer.from(value.buffer, value.byteOffset, value.byteLength), headers };
   // Watched from now on (the finally below ends it), so a job is never left behind by a worker that goes away.
   if (placement !== undefined) deps.dispatch?.sent(jobId, placement, message, sharedTopic);
-  deps.producer.send(topic, message).then(
-    () => span.end(),
-    (err: unknown) => {
-      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
-      span.end();
-      deps.pending.fail(jobId, err);
-    },
-  );
+  let maybeWritten = false;
+  // The record now going out: a copy has a key of its own, so the partitioner sends it to
+  // another partition than the silent leader's, most likely (workers read the job id from the envelope).
+  let current = message;
+  const send = (copy: number): void => {
+    current = copy === 1 ? message : { ...message, key: `${jobId}#${copy}` };
+    deps.producer.send(topic, current).then(
+      () => span.end(),
+      (err: unknown) => {
+        maybeWritten ||= err instanceof QueueUnavailableError && err.maybeWritten;
+        if (!maybeWritten) {
+          // No copy left the gateway: nothing can run, and the caller may try elsewhere at once.
+          span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+          span.end();
+          deps.pending.fail(jobId, err);
+          // A detector, not a path: a computed result for this job would mean a copy did go out.
+          deps.pending.givenUp(jobId);
+          return;
+        }
+        // A copy went out to a broker that did not answer (a silent leader, or a follower still in
+        // the ISR): it may be written and may run. Never answered Unavailable then: a caller told
+        // so would retry while its job runs unseen. Sent again under the same job id while the
+        // deadline leaves room for another bound (the copy answered first settles the call, a
+        // later one is dropped as a duplicate); after that the call waits for its result until its
+        // deadline, which ends it DeadlineExceeded and sends a cancel.
+        if (copy < MAX_COPIES && deps.pending.waiting(jobId) && deadlineUnixMs - Date.now() > 2 * deps.producer.ackTimeoutMs) {
+          span.addEvent("sent again: not acknowledged in time", { copy });
+          send(copy + 1);
+        } else {
+          span.addEvent("not acknowledged in time; waiting for a copy's result until the deadline", { copy });
+          span.end();
+        }
+      },
+    );
+  };
+  send(1);
   let outcome: JobResult;
   try {
     outcome = await result;
   } catch (err) {
     if (!(err instanceof QueueUnavailableError)) {
       // Still waiting behind the produce request in flight: taken back, so no worker ever sees it.
-      if (deps.producer.withdraw(message)) deps.onAbandoned?.("withdrawn", jobId, err);
+      if (deps.producer.withdraw(current)) deps.onAbandoned?.("withdrawn", jobId, err);
       else {
-        const cancel = encodeCancel(create(JobCancelSchema, { jobId, deadlineUnixMs: BigInt(deadlineUnixMs) }));
-        deps.producer.send(cancelTopic(plan.pool), { key: jobId, value: Buffer.from(cancel) }).catch(() => undefined);
+        sendCancel(deps, plan.pool, jobId, deadlineUnixMs);
         deps.onAbandoned?.("cancel_sent", jobId, err);
       }
     }
@@ -163,15 +195,24 @@ async function enqueueAndWait(
   return outcome;
 }
 
-function setTimingHeaders(ctx: HandlerContext, result: JobResult, totalMs: number): void {
-  const t = result.timings;
+/** Copies of a job sent while its broker does not answer (see enqueueAndWait). */
+const MAX_COPIES = 3;
+
+/** Asks the workers to skip a job whose call ended without its result (best effort). */
+function sendCancel(deps: InferenceDeps, pool: string, jobId: string, deadlineUnixMs: number): void {
+  const cancel = encodeCancel(create(JobCancelSchema, { jobId, deadlineUnixMs: BigInt(deadlineUnixMs) }));
+  deps.producer.send(cancelTopic(pool), { key: jobId, value: Buffer.from(cancel) }).catch(() => undefined);
+}
+
+function setTimingHeaders(ctx: HandlerContext, result: JobResult | undefined, totalMs: number): void {
+  const t = result?.timings;
   ctx.responseHeader.set("shoal-queue-ms", (t?.queueMs ?? 0).toFixed(2));
   ctx.responseHeader.set("shoal-held-ms", (t?.heldMs ?? 0).toFixed(2));
   ctx.responseHeader.set("shoal-deliveries", String(t?.deliveries ?? 0));
   ctx.responseHeader.set("shoal-tokenize-ms", (t?.tokenizeMs ?? 0).toFixed(2));
   ctx.responseHeader.set("shoal-inference-ms", (t?.inferenceMs ?? 0).toFixed(2));
   ctx.responseHeader.set("shoal-total-ms", totalMs.toFixed(2));
-  ctx.responseHeader.set("shoal-worker", result.workerId);
+  ctx.responseHeader.set("shoal-worker", result?.workerId ?? "");
 }
 
 /** The envelope's task: one member of JobEnvelope's `task` oneof. */
@@ -189,20 +230,33 @@ interface JobCall {
   task(model: CatalogModel): TaskInit;
 }
 
+/** A call that may use its model, is valid, and whose key's token rate took its cost. */
+interface AcceptedCall {
+  readonly model: CatalogModel;
+  readonly lane: ServedLane;
+  readonly tenant: string;
+}
+
 /**
- * The path every InferenceService call takes: the key may use the model (checked before
- * validation, so a key learns nothing about models outside its list), the request is valid, the
- * key's token rate and admission take its cost, and the job goes through the queue.
+ * The checks every InferenceService call passes first: the key may use the model (checked before
+ * validation, so a key learns nothing about models outside its list), the request is valid, and
+ * the key's token rate takes its whole estimated cost (answers from the embedding cache included).
  */
-async function runJob(deps: InferenceDeps, ctx: HandlerContext, call: JobCall): Promise<{ model: CatalogModel; result: JobResult }> {
+function accept(ctx: HandlerContext, call: JobCall): AcceptedCall {
   // Set by the API key check (Connect interceptor or the OpenAI endpoint); undefined when keys are off.
   const principal = ctx.values.get(principalKey);
   principal?.authorizeModel(call.model);
   const model = call.validate();
   const lane = servedLane(call.lane, principal?.lane);
-  const plan = { pool: model.pool, model: model.id, lane, tokens: call.tokens(model) };
-  principal?.chargeTokens(plan.tokens);
-  const result = await submit(deps, ctx, plan, (jobId, deadlineUnixMs, now) => ({
+  principal?.chargeTokens(call.tokens(model));
+  return { model, lane, tenant: principal?.tenant ?? "" };
+}
+
+/** Admission takes the job's `tokens`, and the job with `task` goes through the queue. */
+function submitTask(deps: InferenceDeps, ctx: HandlerContext, accepted: AcceptedCall, task: TaskInit, tokens: number): Promise<JobResult> {
+  const { model, lane, tenant } = accepted;
+  const plan = { pool: model.pool, model: model.id, lane, tokens };
+  return submit(deps, ctx, plan, (jobId, deadlineUnixMs, now) => ({
     topic: jobTopicFor(deps.catalog.pools.get(model.pool)!, lane, model.id),
     value: encodeEnvelope(
       create(JobEnvelopeSchema, {
@@ -215,24 +269,68 @@ async function runJob(deps: InferenceDeps, ctx: HandlerContext, call: JobCall): 
         replyTo: { topic: deps.replyTopic, partition: 0 },
         attempt: 1,
         lane,
-        tenant: principal?.tenant ?? "",
-        task: call.task(model),
+        tenant,
+        task,
       }),
     ),
   }));
-  return { model, result };
 }
 
-/** Sets the timing headers and returns the response's Timing; `started` is the call's start. */
-function finish(ctx: HandlerContext, result: JobResult, started: number): MessageInitShape<typeof TimingSchema> {
+/** The path every InferenceService call takes: {@link accept}, then admission and the queue. */
+async function runJob(deps: InferenceDeps, ctx: HandlerContext, call: JobCall): Promise<{ model: CatalogModel; result: JobResult }> {
+  const accepted = accept(ctx, call);
+  const result = await submitTask(deps, ctx, accepted, call.task(accepted.model), call.tokens(accepted.model));
+  return { model: accepted.model, result };
+}
+
+/**
+ * An Embed call through the embedding cache: the texts neither cached nor in flight go out as
+ * one job, estimated and admitted for those texts alone; the answer is assembled in input order.
+ * Undefined when the model's results are not cached. `timing` and the timing headers are the
+ * call's own job's (zeros when it needed none); `reused*` say what it did not compute.
+ */
+async function embedCached(
+  deps: InferenceDeps,
+  cache: EmbedCache,
+  ctx: HandlerContext,
+  req: EmbedRequest,
+  accepted: AcceptedCall,
+  options: EmbedTaskOptions,
+  truncate: boolean,
+): Promise<{ output: EmbedOutput; result: JobResult | undefined; reusedInputs: number; reusedTokens: number } | undefined> {
+  const scope = cache.scopeOf(accepted.model, accepted.tenant, options);
+  if (scope === undefined) return undefined;
+  const timeoutMs = Math.min(ctx.timeoutMs() ?? deps.defaultTimeoutMs, deps.maxTimeoutMs);
+  let result: JobResult | undefined;
+  const found = await cache.embed(
+    scope,
+    laneName(accepted.lane),
+    req.inputs,
+    async (texts) => {
+      const tokens = estimateTokens(texts, accepted.model.spec.maxSequenceLength, truncate);
+      const r = await submitTask(deps, ctx, accepted, { case: "embed", value: { ...options, inputs: texts } }, tokens);
+      if (r.output.case !== "embed") throw new JobFailedError(JobStatus.INTERNAL, "worker returned no embeddings");
+      result = r;
+      return rowsOf(r.output.value, texts.length);
+    },
+    callWait(ctx.signal, Date.now() + timeoutMs, timeoutMs),
+  );
+  return { output: outputOf(found.rows), result, reusedInputs: found.reusedInputs, reusedTokens: found.reusedTokens };
+}
+
+/**
+ * Sets the timing headers and returns the response's Timing; `started` is the call's start.
+ * No result (an Embed answered from the cache alone): zeros but the total, no worker.
+ */
+function finish(ctx: HandlerContext, result: JobResult | undefined, started: number): MessageInitShape<typeof TimingSchema> {
   const totalMs = performance.now() - started;
   setTimingHeaders(ctx, result, totalMs);
   return {
-    queueMs: result.timings?.queueMs ?? 0,
-    heldMs: result.timings?.heldMs ?? 0,
-    deliveries: result.timings?.deliveries ?? 0,
-    tokenizeMs: result.timings?.tokenizeMs ?? 0,
-    inferenceMs: result.timings?.inferenceMs ?? 0,
+    queueMs: result?.timings?.queueMs ?? 0,
+    heldMs: result?.timings?.heldMs ?? 0,
+    deliveries: result?.timings?.deliveries ?? 0,
+    tokenizeMs: result?.timings?.tokenizeMs ?? 0,
+    inferenceMs: result?.timings?.inferenceMs ?? 0,
     totalMs,
   };
 }
@@ -252,26 +350,36 @@ export function createInferenceService(deps: InferenceDeps): ServiceImpl<typeof 
       const truncation = o?.truncation ?? Truncation.UNSPECIFIED;
       // Old workers read only the boolean: it says whether to cut (they always cut the end).
       const truncate = truncation === Truncation.UNSPECIFIED ? (o?.truncate ?? false) : truncation !== Truncation.NONE;
-      const { model, result } = await runJob(deps, ctx, {
+      // The job's options, the inputs aside: also what the embedding cache keys on.
+      const options = (m: CatalogModel): EmbedTaskOptions => ({
+        normalize: o?.normalize ?? m.spec.normalize,
+        truncate,
+        truncation,
+        inputType: o?.inputType,
+        dimensions: o?.dimensions === m.spec.dimensions ? 0 : (o?.dimensions ?? 0),
+        embeddingTypes: o?.embeddingTypes,
+      });
+      const call: JobCall = {
         model: req.model,
         lane: req.lane,
         validate: () => validateEmbed(req, deps.catalog.models, deps.limits),
         tokens: (m) => estimateTokens(req.inputs, m.spec.maxSequenceLength, truncate),
-        task: (m) => ({
-          case: "embed",
-          value: {
-            inputs: req.inputs,
-            normalize: o?.normalize ?? m.spec.normalize,
-            truncate,
-            truncation,
-            inputType: o?.inputType,
-            dimensions: o?.dimensions === m.spec.dimensions ? 0 : (o?.dimensions ?? 0),
-            embeddingTypes: o?.embeddingTypes,
-          },
-        }),
-      });
-      if (result.output.case !== "embed") throw new JobFailedError(JobStatus.INTERNAL, "worker returned no embeddings");
-      const out = result.output.value;
+        task: (m) => ({ case: "embed", value: { ...options(m), inputs: req.inputs } }),
+      };
+      const accepted = accept(ctx, call);
+      const model = accepted.model;
+      const cached = deps.embedCache && (await embedCached(deps, deps.embedCache, ctx, req, accepted, options(model), truncate));
+      let out: EmbedOutput;
+      let result: JobResult | undefined;
+      if (cached) {
+        ({ output: out, result } = cached);
+        ctx.responseHeader.set("shoal-cached-inputs", String(cached.reusedInputs));
+        ctx.responseHeader.set("shoal-cached-tokens", String(cached.reusedTokens));
+      } else {
+        result = await submitTask(deps, ctx, accepted, call.task(model), call.tokens(model));
+        if (result.output.case !== "embed") throw new JobFailedError(JobStatus.INTERNAL, "worker returned no embeddings");
+        out = result.output.value;
+      }
       const { embeddings, promptTokens } = embeddingsOf(out, req.inputs.length, o?.encoding ?? 0);
       const timing = finish(ctx, result, started);
       return create(EmbedResponseSchema, {

@@ -1,14 +1,21 @@
 import type { Kafka, Message } from "kafkajs";
-import { createBatchingProducer, type Logger, type RecordSigner } from "@shoal/common";
+import { createBatchingProducer, ProducerClosedError, ProducerNotConnectedError, RecordWithdrawnError, type Logger, type RecordSigner } from "@shoal/common";
 import { QueueUnavailableError } from "./errors.ts";
 
 /** Produces job envelopes; every failure surfaces as QueueUnavailableError (→ Unavailable). */
 export interface JobProducer {
+  /** How long `send` waits for the broker's acknowledgement before it fails (ms). */
+  readonly ackTimeoutMs: number;
   start(): Promise<void>;
   send(topic: string, message: Message): Promise<void>;
   /** Takes back a record still waiting to go out (its caller left): it is never written. @returns whether it was */
   withdraw(message: Message): boolean;
   stop(): Promise<void>;
+}
+
+/** Errors that say the record never left this process. */
+function neverSent(err: unknown): boolean {
+  return err instanceof ProducerNotConnectedError || err instanceof ProducerClosedError || err instanceof RecordWithdrawnError;
 }
 
 /**
@@ -26,6 +33,7 @@ export function createJobProducer(kafka: Kafka, logger: Logger, ackTimeoutMs = 3
     stuckAfterMs: ackTimeoutMs,
   });
   return {
+    ackTimeoutMs,
     start: () => producer.connect(),
     async send(topic, message) {
       let timer: NodeJS.Timeout | undefined;
@@ -36,9 +44,12 @@ export function createJobProducer(kafka: Kafka, logger: Logger, ackTimeoutMs = 3
         await Promise.race([producer.send(topic, message), timeout]);
         log.debug({ jobId: String(message.key), topic }, "job written");
       } catch (err) {
-        // The record may still be written (a slow acknowledgement): its result is then dropped here as unknown.
-        log.debug({ jobId: String(message.key), topic, err: (err as Error).message }, "job not acknowledged; the call is answered Unavailable");
-        throw new QueueUnavailableError(`job queue unavailable: ${(err as Error).message}`);
+        // Still queued behind a stuck request (a new producer still connecting): taken back, so it is
+        // never written later for a call already answered. Otherwise it went out and, unless the
+        // producer could not even connect, the broker may have written it without answering.
+        const maybeWritten = !producer.withdraw(message) && !neverSent(err);
+        log.debug({ jobId: String(message.key), topic, maybeWritten, err: (err as Error).message }, "job not acknowledged; the call is answered Unavailable");
+        throw new QueueUnavailableError(`job queue unavailable: ${(err as Error).message}`, maybeWritten);
       } finally {
         clearTimeout(timer);
       }

@@ -7,7 +7,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { Logger } from "@shoal/common";
 import { ListModelsRequestSchema, ModelService } from "@shoal/gen/shoal/v1/model_pb.ts";
-import { mapErrors } from "./app.ts";
+import { mapErrors } from "./map-errors.ts";
 
 test("a caller that resets its HTTP/2 stream with INTERNAL_ERROR is Canceled, not an internal error (real server, raw h2 client)", async () => {
   // A recording stand-in for the pino logger: only what mapErrors calls.

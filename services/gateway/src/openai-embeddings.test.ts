@@ -7,7 +7,7 @@ import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { createLogger, type CatalogModel } from "@shoal/common";
 import { EmbedResponseSchema, VectorEncoding, type EmbedRequest } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { hashApiKey } from "./api-keys.ts";
-import { mapErrors } from "./app.ts";
+import { mapErrors } from "./map-errors.ts";
 import { ApiKeys, principalKey, requireApiKey } from "./auth.ts";
 import { ModelNotFoundError } from "./errors.ts";
 import { createOpenAiEmbeddings, openAiErrorFrom } from "./openai-embeddings.ts";

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
 import type { CatalogModel, Logger } from "@shoal/common";
-import { EmbedRequestSchema, InferenceService, VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
+import { type EmbedResponse, EmbedRequestSchema, InferenceService, VectorEncoding } from "@shoal/gen/shoal/v1/inference_pb.ts";
 import { InputType } from "@shoal/gen/shoal/v1/common_pb.ts";
 import { checkDimensions, INPUT_TYPE_NAMES } from "./embed-options.ts";
 import { InvalidRequestError, toConnectError } from "./errors.ts";
@@ -112,7 +112,7 @@ class OpenAiRequestError extends ConnectError {
   }
 }
 
-interface ParsedRequest {
+export interface ParsedRequest {
   readonly model: string;
   readonly inputs: string[];
   readonly base64: boolean;
@@ -149,6 +149,17 @@ export function parseEmbeddingsRequest(body: unknown): ParsedRequest {
     throw new OpenAiRequestError(invalid(`input_type: expected one of ${[...INPUT_TYPE_NAMES.keys()].map((n) => `"${n}"`).join(", ")}`, "input_type"));
   }
   return { model: b["model"], inputs, base64: format === "base64", dimensions: dims, inputType };
+}
+
+/** The body of a successful `POST /v1/embeddings` (also each output line of a batch, batch/batch-line-call.ts). */
+export function openAiEmbeddingsBody(out: EmbedResponse, base64: boolean): Record<string, unknown> {
+  const data = out.embeddings.map((e) => ({
+    object: "embedding",
+    index: e.index,
+    embedding: base64 ? Buffer.from(e.float32Le).toString("base64") : float32LeToNumbers(e.float32Le),
+  }));
+  const usage = { prompt_tokens: out.usage?.promptTokens ?? 0, total_tokens: out.usage?.totalTokens ?? 0 };
+  return { object: "list", data, model: out.model, usage };
 }
 
 function sendError(req: Req, res: Res, e: OpenAiError, headers: Record<string, string> = {}): void {
@@ -211,13 +222,7 @@ export function createOpenAiEmbeddings(deps: OpenAiEmbeddingsDeps): (req: Req, r
           return deps.embed(message, ctx);
         },
       });
-      const data = out.embeddings.map((e) => ({
-        object: "embedding",
-        index: e.index,
-        embedding: base64 ? Buffer.from(e.float32Le).toString("base64") : float32LeToNumbers(e.float32Le),
-      }));
-      const usage = { prompt_tokens: out.usage?.promptTokens ?? 0, total_tokens: out.usage?.totalTokens ?? 0 };
-      sendJson(req, res, 200, { object: "list", data, model: out.model, usage }, headers);
+      sendJson(req, res, 200, openAiEmbeddingsBody(out, base64), headers);
     } catch (err) {
       // Backpressure hints travel as headers, which OpenAI SDKs already honour when retrying.
       const e = toConnectError(err);

@@ -43,3 +43,20 @@ test("drained() waits for in-flight calls, bounded", async () => {
   assert.equal(await pending.drained(30), false);
   pending.fail("e", new Error("stop"));
 });
+
+test("a result for a job given up as Unavailable is reported once; others are not; the memory is bounded", async () => {
+  const reported: string[] = [];
+  const pending = new PendingJobs((jobId) => reported.push(jobId), 2);
+  const call = pending.register("d", Date.now() + 10_000, new AbortController().signal);
+  pending.fail("d", new Error("job queue unavailable"));
+  await assert.rejects(call, /job queue unavailable/);
+  pending.givenUp("d");
+  assert.equal(pending.settle(result("d")), "unknown");
+  assert.equal(pending.settle(result("d")), "unknown", "a duplicate of it is not reported again");
+  assert.equal(pending.settle(result("stranger")), "unknown");
+  assert.deepEqual(reported, ["d"]);
+  // Bounded: the oldest of three given-up jobs is forgotten with a limit of two.
+  for (const id of ["e", "f", "g"]) pending.givenUp(id);
+  for (const id of ["e", "f", "g"]) pending.settle(result(id));
+  assert.deepEqual(reported, ["d", "f", "g"]);
+});

@@ -1,4 +1,4 @@
-import type { JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
+import { JobStatus, type JobResult } from "@shoal/gen/shoal/v1/job_pb.ts";
 import { CallCancelledError, DeadlineError } from "./errors.ts";
 
 interface Pending {
@@ -7,6 +7,9 @@ interface Pending {
   readonly timer: NodeJS.Timeout;
   readonly cleanup: () => void;
 }
+
+/** What the gateway logs (warn) for a result of a job whose call it answered Unavailable (the chaos checker reads it). */
+export const RESULT_AFTER_UNAVAILABLE = "a result came for a job answered Unavailable: it ran, and its caller was told it did not";
 
 /** What became of a result handed to `settle`. */
 export type SettleOutcome = "delivered" | "unknown";
@@ -18,6 +21,17 @@ export type SettleOutcome = "delivered" | "unknown";
 export class PendingJobs {
   private readonly calls = new Map<string, Pending>();
   private idleWaiters: Array<() => void> = [];
+  /** Jobs answered Unavailable whose record may be written, oldest first (bounded). */
+  private readonly gaveUp = new Set<string>();
+
+  /**
+   * @param onResultAfterGivingUp called with a result for a job whose call was answered Unavailable
+   *   while its record may have been written: the work ran, and its caller was told it did not
+   */
+  constructor(
+    private readonly onResultAfterGivingUp: (jobId: string) => void = () => undefined,
+    private readonly maxGivenUp = 10_000,
+  ) {}
 
   get size(): number {
     return this.calls.size;
@@ -43,10 +57,19 @@ export class PendingJobs {
     });
   }
 
+  /** Whether a call still waits for this job's result. */
+  waiting(jobId: string): boolean {
+    return this.calls.has(jobId);
+  }
+
   /** Hands a result to its waiting call, if any. */
   settle(result: JobResult): SettleOutcome {
     const pending = this.take(result.jobId);
-    if (!pending) return "unknown";
+    if (!pending) {
+      // Only a computed answer: a cancelled or expired job's result says the cancel worked.
+      if (this.gaveUp.delete(result.jobId) && result.status === JobStatus.OK) this.onResultAfterGivingUp(result.jobId);
+      return "unknown";
+    }
     pending.resolve(result);
     return "delivered";
   }
@@ -54,6 +77,12 @@ export class PendingJobs {
   /** Rejects one call (its job could not be produced, it timed out, or its caller left). */
   fail(jobId: string, err: unknown): void {
     this.take(jobId)?.reject(err);
+  }
+
+  /** Remembers a job answered Unavailable whose record may still be written and run (see the constructor). */
+  givenUp(jobId: string): void {
+    this.gaveUp.add(jobId);
+    if (this.gaveUp.size > this.maxGivenUp) this.gaveUp.delete(this.gaveUp.values().next().value!);
   }
 
   /** Resolves once no call is pending, or after `timeoutMs`; returns whether it drained. */

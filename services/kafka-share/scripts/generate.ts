@@ -23,7 +23,15 @@ const SCHEMAS = join(PACKAGE, "schemas");
 const OUT = join(PACKAGE, "src", "generated");
 
 /** The APIs the library speaks: each pairs a request and a response schema into one module. */
-const APIS = ["ShareGroupHeartbeat", "ShareGroupDescribe", "DescribeShareGroupOffsets", "ShareFetch", "ShareAcknowledge", "IncrementalAlterConfigs"] as const;
+const APIS = [
+  "ShareGroupHeartbeat",
+  "ShareGroupDescribe",
+  "DescribeShareGroupOffsets",
+  "ShareFetch",
+  "ShareAcknowledge",
+  "IncrementalAlterConfigs",
+  "DescribeConfigs",
+] as const;
 
 const args = process.argv.slice(2);
 const jarAt = args.indexOf("--from-jar");

@@ -56,6 +56,11 @@ export class Cluster {
     return this.#topicsByName.get(name);
   }
 
+  /** Ids of the brokers learnt so far (from Metadata and FindCoordinator answers), ascending. */
+  brokerIds(): number[] {
+    return [...this.#addresses.keys()].sort((a, b) => a - b);
+  }
+
   topicById(id: string): TopicInfo | undefined {
     return this.#topicsById.get(id);
   }

@@ -12,9 +12,11 @@ export {
   type ShareGroupDescription,
   type ShareGroupPartitionOffsets,
 } from "./admin.ts";
+export { describeBrokerConfigs, describeGroupConfigs, type ConfigValue, type ConfigValues } from "./describe-configs.ts";
 export { createBrokerPing, type BrokerPing, type BrokerPingOptions, type PingResult } from "./broker-ping.ts";
 export type { ShareGroupConfig } from "./group-config.ts";
 export { createLagReader, type LagReader, type LagReaderOptions, type QueueHead } from "./lag-reader.ts";
+export { createRecordReader, type RecordReader, type RecordReaderOptions, type StoredRecord } from "./record-reader.ts";
 export {
   AcknowledgeError,
   ConsumerClosedError,

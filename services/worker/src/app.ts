@@ -42,6 +42,8 @@ import { createStatusPublisher, type StatusPublisher } from "./telemetry/status-
 import { statusSnapshot } from "./telemetry/status-snapshot.ts";
 import { createWorkerHttp } from "./telemetry/worker-http.ts";
 import { createWorkerMetrics } from "./telemetry/worker-metrics.ts";
+import { modelReadiness } from "./telemetry/model-readiness.ts";
+import { createWorkerPoolLimits, LIMIT_CHECK_WAIT_MS } from "./telemetry/pool-limits.ts";
 
 /** How long a job naming a model this worker has not read from the registry yet waits for it. */
 const REGISTRY_LAG_WAIT_MS = 5_000;
@@ -153,6 +155,7 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     fleet: {
       tryAcquire: (model) => fleet!.tryAcquire(model),
       acquire: (model) => fleet!.acquire(model),
+      loadFailure: (model) => fleet?.loadFailure(model),
     },
     results: sink,
     retries: router,
@@ -169,7 +172,9 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
     if (!probe.reachable) return { ready: false, reason: "Kafka unreachable" };
     if (stopping) return { ready: false, reason: "draining" };
     const resident = fleet?.residency.snapshot().filter((m) => m.state === "resident").length ?? 0;
-    return { ready: true, reason: `${resident} model(s) resident, ${intake.kind} intake joined` };
+    const poolModels = [...(catalog?.models.values() ?? [])].filter((m) => m.pool === config.pool).map((m) => m.id);
+    const models = modelReadiness(poolModels, resident, fleet?.loadFailures() ?? []);
+    return models.ready ? { ready: true, reason: `${models.reason}, ${intake.kind} intake joined` } : models;
   });
 
   async function start(): Promise<void> {
@@ -232,6 +237,9 @@ export function createWorkerApp(config: WorkerConfig, logger: Logger): WorkerApp
         }),
     });
     await status.start();
+    // Before joining: does the pool fit the brokers' share-group limits, this worker included? (#53)
+    const limits = createWorkerPoolLimits(config, pool, metrics.registry, logger, () => intake?.inFlight ?? 0);
+    if (limits) await Promise.race([limits.start(), new Promise((r) => setTimeout(r, LIMIT_CHECK_WAIT_MS).unref())]);
     // Routed jobs are this worker's alone: take all of them (the slots), so the pending tokens it
     // publishes count its whole queue; the prefetch budget applies to the shared queue only.
     intake = createIntake({

@@ -60,7 +60,11 @@ export interface ModelRegistry {
   stop(): Promise<void>;
   /** Writes one record (null: a tombstone) and resolves once this process has applied it. */
   write(key: string, value: Uint8Array | null): Promise<void>;
-  /** The model served under `id` (at `revision`, when not empty) once it is, else undefined after `timeoutMs`. */
+  /**
+   * The model served under `id` (at `revision`, when not empty) once it is, else undefined after
+   * `timeoutMs`. A `revision` this process has seen replaced or removed (LiveModels.wasSuperseded)
+   * is behind the registry, not ahead of it: the model served now answers at once.
+   */
   waitFor(id: string, revision: string, timeoutMs: number): Promise<CatalogModel | undefined>;
 }
 
@@ -243,10 +247,7 @@ export function createModelRegistry(kafka: Kafka, logger: Logger, opts: ModelReg
       await send([signed(key, value)]);
     },
     waitFor(id, revision, timeoutMs) {
-      const found = (): CatalogModel | undefined => {
-        const m = models.get(id);
-        return m !== undefined && (revision === "" || m.revision === revision || m.revision === undefined) ? m : undefined;
-      };
+      const found = (): CatalogModel | undefined => models.atRevision(id, revision);
       const now = found();
       if (now !== undefined || timeoutMs <= 0) return Promise.resolve(now);
       return new Promise((resolve) => {

@@ -123,4 +123,27 @@ describe("live models", () => {
     live.serve(served("m1"));
     assert.equal(live.size, 1);
   });
+
+  test("revisions replaced or removed are remembered as superseded; unseen and current ones are not", () => {
+    const at = (revision: string): CatalogModel => ({ ...served("m1"), revision }) as CatalogModel;
+    const live = new LiveModels();
+    live.configure(() => undefined, 60_000);
+    live.serve(at("r1"));
+    assert.equal(live.wasSuperseded("m1", "r1"), false, "served now");
+    live.serve(at("r1"));
+    assert.equal(live.wasSuperseded("m1", "r1"), false, "the same revision served again");
+    live.serve(at("r2"));
+    assert.equal(live.wasSuperseded("m1", "r1"), true, "replaced in place");
+    live.retire("m1");
+    live.serve(at("r3"));
+    assert.equal(live.wasSuperseded("m1", "r2"), true, "removed, then another added under the id");
+    assert.equal(live.wasSuperseded("m1", "r9"), false, "never seen here: maybe ahead of this process");
+    assert.equal(live.wasSuperseded("m1", ""), false);
+    assert.equal(live.wasSuperseded("other", "r1"), false);
+    // What a worker runs a job written for each revision on (ModelRegistry.waitFor).
+    assert.equal(live.atRevision("m1", "r3")?.revision, "r3", "the revision served now");
+    assert.equal(live.atRevision("m1", "r1")?.revision, "r3", "a replaced revision: the one served now, never the old one");
+    assert.equal(live.atRevision("m1", "r9"), undefined, "an unseen revision: waited for");
+    assert.equal(live.atRevision("m1", "")?.revision, "r3");
+  });
 });

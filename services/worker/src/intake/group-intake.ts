@@ -105,7 +105,7 @@ export function createGroupIntake(kafka: Kafka, logger: Logger, opts: GroupIntak
         settled = true;
         released();
         // A released record stays uncommitted: the group reads it again after a rebalance.
-        if (outcome === "release") return;
+        if (outcome === "release" || outcome === "decline") return;
         tracker.complete(offset);
         scheduleCommit();
       };

@@ -28,9 +28,12 @@ export type RecordHeaders = Readonly<Record<string, Buffer | string | (Buffer | 
  * - `release`: given back unfinished (draining, could not be answered): deliver it again, at
  *   once where the intake can (a share group), else after the next rebalance (a consumer group);
  * - `reject`: it can never be processed (not a job at all) and was kept for an operator where
- *   possible: never deliver it again.
+ *   possible: never deliver it again;
+ * - `decline`: given back because this worker cannot run it for a while (its model failed to load
+ *   here and waits out a backoff): deliver it to another worker, as `release`, and do not take it
+ *   straight back (on a share group each take costs the job a delivery; see `settle`'s `restMs`).
  */
-export type Settlement = "done" | "release" | "reject";
+export type Settlement = "done" | "release" | "reject" | "decline";
 
 /** One record taken from a jobs topic, to be settled exactly once. */
 export interface Delivery {
@@ -41,8 +44,11 @@ export interface Delivery {
   readonly headers: RecordHeaders | undefined;
   /** Times the broker has handed this record out, this one included (1 when the intake cannot tell). */
   readonly deliveryCount: number;
-  /** Idempotent; only the first call counts. */
-  settle(outcome: Settlement): void;
+  /**
+   * Idempotent; only the first call counts. With `decline`, `restMs` is how long this worker cannot
+   * run the job: the intake asks the job's topic for nothing for up to that long.
+   */
+  settle(outcome: Settlement, restMs?: number): void;
 }
 
 /** What an intake hands its records to: the job lifecycle. */

@@ -50,9 +50,10 @@ export interface ShareIntakeOptions {
   /**
    * A job this worker took and gave straight back without running it: `busy` (a waiting fetch begun
    * idle brought it after the worker had taken another model's job: it goes to an idle worker),
-   * `stopping` (it arrived after the intake paused or stopped).
+   * `stopping` (it arrived after the intake paused or stopped), `unservable` (its model failed to
+   * load here and waits out a backoff: the job lifecycle declined it, see Settlement).
    */
-  readonly onGiveBack?: (why: "busy" | "stopping") => void;
+  readonly onGiveBack?: (why: "busy" | "stopping" | "unservable") => void;
   /** A fetch brought records: how long it took, from sending it to its answer (a take's round trip, or more when it waited). */
   readonly onFetched?: (ms: number) => void;
   /**
@@ -114,6 +115,8 @@ interface Member {
    * topic for nothing while it holds jobs, so its own fetch does not take the job straight back.
    */
   restUntil: number;
+  /** This worker declined a job of this topic (its model cannot load here now): until then (epoch ms) it asks the topic for nothing. */
+  declinedUntil: number;
 }
 
 /** Topics asked for together: one topic, or every model topic of one lane. */
@@ -146,7 +149,15 @@ interface Held {
   renewedAtMs: number;
 }
 
-const ACK: Record<Settlement, "accept" | "release" | "reject"> = { done: "accept", release: "release", reject: "reject" };
+const ACK: Record<Settlement, "accept" | "release" | "reject"> = { done: "accept", release: "release", reject: "reject", decline: "release" };
+
+/**
+ * Longest a topic that carries several models' jobs rests after a decline: long enough for another
+ * worker's fetch to take the declined job (at once when a wake-up marker finds one waiting, within
+ * a take round trip of a busy one freeing room), short enough that this worker's share of the other
+ * models' jobs on the topic waits little. A model's own topic rests out its whole backoff.
+ */
+const DECLINE_REST_MAX_MS = 1_000;
 
 const isWakeMarker = (r: ShareRecord): boolean => r.headers.some(([key]) => key === WAKE_HEADER);
 
@@ -209,7 +220,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
           "the broker refused an acknowledgement (lock expired?); the job may run again elsewhere",
         );
     });
-    return { topic, lane, model, member, joined: false, held: 0, polling: false, unsent: false, restUntil: 0 };
+    return { topic, lane, model, member, joined: false, held: 0, polling: false, unsent: false, restUntil: 0, declinedUntil: 0 };
   });
   const steps: Step[] = [];
   for (const m of members) {
@@ -290,14 +301,15 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       value: record.value,
       headers: headersOf(record),
       deliveryCount: record.deliveryCount,
-      settle(outcome) {
+      settle(outcome, restMs) {
         if (settled) return;
         settled = true;
         held.delete(entry);
         from.held--;
         from.unsent = true;
         member.acknowledge(record, ACK[outcome]);
-        scheduleFlush(outcome === "release");
+        if (outcome === "decline") declined(from, record, restMs ?? 0);
+        else scheduleFlush(outcome === "release");
         poke();
       },
     };
@@ -307,6 +319,25 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
       log.error({ err, topic: record.topic, offset: String(record.offset) }, "job handler threw; rejecting the record");
       delivery.settle("reject");
     }
+  }
+
+  /**
+   * A job given back because this worker cannot run its model for `restMs` (a load backoff): the
+   * topic is asked for nothing meanwhile (capped for a topic of several models), so another worker's
+   * fetch takes the job rather than this worker taking it straight back — each take costs the job
+   * one of its deliveries, and it was failed for good when they ran out here. The release goes at
+   * once, then a wake-up marker (a release does not complete a fetch waiting at the broker).
+   */
+  function declined(m: Member, record: ShareRecord, restMs: number): void {
+    m.declinedUntil = Math.max(m.declinedUntil, Date.now() + (m.model !== undefined ? restMs : Math.min(restMs, DECLINE_REST_MAX_MS)));
+    giveBack?.("unservable");
+    void m.member.flush().then(
+      () =>
+        writeWakeMarker?.(record.topic, record.partition).catch((err: unknown) =>
+          log.warn({ err, topic: record.topic }, "could not write a wake-up marker; the declined job waits for a fetch to end"),
+        ),
+      (err: unknown) => log.warn({ err }, "release flush failed; the next fetch retries"),
+    );
   }
 
   /** Waits until the loop is poked (a settlement, a fetch ended, stop) or `ms` passed. */
@@ -394,9 +425,10 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     return handler!.room(step.lane) - step.members.reduce((n, m) => n + (m.polling ? 1 : 0), 0);
   }
 
-  /** A topic this busy worker gave a job of back lately: asked for nothing yet (see Member.restUntil). */
+  /** A topic this busy worker gave a job of back lately, or one it declined a job of: asked for nothing yet (see Member.restUntil, declinedUntil). */
   function resting(m: Member): boolean {
-    return held.size > 0 && Date.now() < m.restUntil;
+    const now = Date.now();
+    return now < m.declinedUntil || (held.size > 0 && now < m.restUntil);
   }
 
   /** Fetches the rest of one model's waiting jobs that fit (the batch it is about to form). */
@@ -536,7 +568,7 @@ export function createShareIntake(opts: ShareIntakeOptions): JobIntake {
     if (step.members.length > 1 || step.members[0]!.model !== undefined) return pullByModel(step, later);
     const m = step.members[0]!;
     let room = handler!.room(step.lane);
-    if (room <= 0 || m.polling) return 0;
+    if (room <= 0 || m.polling || Date.now() < m.declinedUntil) return 0;
     if (step.busy) {
       const n = await fetchFrom(m, room, 0);
       if (n > 0) return n;

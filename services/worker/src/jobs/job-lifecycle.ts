@@ -23,6 +23,7 @@ import { JobTrace } from "../telemetry/job-trace.ts";
 import type { WorkerMetrics } from "../telemetry/worker-metrics.ts";
 import { estimateJobTokens } from "./token-estimate.ts";
 import { JobCancelledError, JobExpiredError, jobStatusOf, ModelNotServedError, ModelUnavailableError } from "./job-errors.ts";
+import { loadGiveBack } from "./load-give-back.ts";
 
 /** What computes a job: a resident model's runner. */
 export type JobRunner = Pick<ModelRunner, "submit">;
@@ -33,6 +34,8 @@ export interface JobFleet {
   tryAcquire(model: string): Lease<JobRunner> | undefined;
   /** Loads the model if needed; rejects with the load's error. */
   acquire(model: string): Promise<Lease<JobRunner>>;
+  /** The model's last load here failed: its error and ms until it is tried again (a backoff); undefined when it did not fail. */
+  loadFailure?(model: string): { readonly error: Error; readonly retryInMs: number } | undefined;
 }
 
 export interface JobLifecycleDeps {
@@ -101,9 +104,9 @@ export interface JobLifecycleDeps {
   /** The catalog's model by id. */
   readonly model: (id: string) => CatalogModel | undefined;
   /**
-   * A job names a model (or a revision of it) this worker does not serve yet: the registry may be
-   * behind the gateway that wrote it. Resolves with the model once served, or undefined after a
-   * short wait (the job then fails NOT_FOUND). Unset: no wait.
+   * A job names a model (or a revision) not served here now: the registry may be behind the gateway
+   * that wrote it. Resolves with the model once served (at once with the one served now when the job's
+   * revision is one seen replaced here), or undefined after a short wait (NOT_FOUND). Unset: no wait.
    */
   readonly awaitModel?: (id: string, revision: string) => Promise<CatalogModel | undefined>;
   readonly fleet: JobFleet;
@@ -276,7 +279,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     return drainMs !== undefined && drainMs <= leadMs;
   }
 
-  function settle(envelope: JobEnvelope, outcome: Settlement, traceStatus: string, failed: boolean): void {
+  function settle(envelope: JobEnvelope, outcome: Settlement, traceStatus: string, failed: boolean, restMs?: number): void {
     const entry = inFlight.get(keyOf(envelope));
     if (!entry) return;
     started(entry);
@@ -284,7 +287,7 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
     inFlight.delete(keyOf(envelope));
     heldBytes -= entry.bytes;
     entry.trace.end(traceStatus, failed);
-    for (const d of entry.deliveries) d.settle(outcome);
+    for (const d of entry.deliveries) d.settle(outcome, restMs);
   }
 
   /** A job ended. A failed run goes round the retry topic while it has attempts left; anything else is answered. */
@@ -527,6 +530,9 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
   function admit(envelope: JobEnvelope, entry: InFlight, model: CatalogModel, delivery: Delivery): void {
     const lease = deps.fleet.tryAcquire(model.id);
     if (lease) return run(envelope, entry, lease);
+    // Its last load here failed and waits out a backoff: not tried now; the job goes to another worker.
+    const backoff = deps.fleet.loadFailure?.(model.id);
+    if (backoff !== undefined && backoff.retryInMs > 0) return cannotLoad(envelope, model, delivery, backoff.error);
     // Not resident: this job waits for the load; jobs of resident models keep flowing meanwhile.
     metrics.jobsWaitingForLoad.set(++waitingForLoad);
     deps.fleet.acquire(model.id).then(
@@ -541,13 +547,37 @@ export function createJobLifecycle(deps: JobLifecycleDeps): JobLifecycle {
       },
       (err: unknown) => {
         metrics.jobsWaitingForLoad.set(--waitingForLoad);
-        const failure = err instanceof Error && jobStatusOf(err) !== JobStatus.INTERNAL ? err : new ModelUnavailableError(model.id, deps.workerId, err);
-        // Another worker may load it (memory, a bad disk): give the job back while deliveries last.
-        const lastChance = deps.maxDeliveries !== undefined && delivery.deliveryCount + 1 >= deps.maxDeliveries;
-        if (failure instanceof ModelUnavailableError && deps.releaseRedelivers && !draining && !lastChance) {
-          log.warn({ jobId: envelope.jobId, model: model.id, err }, "model could not be loaded here; giving the job back to the queue");
-          return settle(envelope, "release", "RELEASED", true);
-        }
+        // Too large for this worker's budget (RESOURCE_EXHAUSTED) and the like: answered as they are.
+        if (err instanceof Error && jobStatusOf(err) !== JobStatus.INTERNAL && !(err instanceof ModelUnavailableError)) return fail(envelope, err);
+        cannotLoad(envelope, model, delivery, err);
+      },
+    );
+  }
+
+  /** The job's model cannot load here (memory, a bad disk): given to another worker while one can take it (load-give-back.ts). */
+  function cannotLoad(envelope: JobEnvelope, model: CatalogModel, delivery: Delivery, cause: unknown): void {
+    const failure = cause instanceof ModelUnavailableError ? cause : new ModelUnavailableError(model.id, deps.workerId, cause);
+    const how = loadGiveBack({
+      releaseRedelivers: deps.releaseRedelivers ?? false,
+      deliveryCount: delivery.deliveryCount,
+      maxDeliveries: deps.maxDeliveries,
+      retriable: retries.retriable(Math.max(1, envelope.attempt)),
+      draining,
+    });
+    if (how === "fail") return fail(envelope, failure);
+    log.warn(
+      { jobId: envelope.jobId, model: model.id, deliveryCount: delivery.deliveryCount, err: cause, next: how },
+      "model could not be loaded here; giving the job back to the queue",
+    );
+    if (how === "decline") return settle(envelope, "decline", "RELEASED", true, deps.fleet.loadFailure?.(model.id)?.retryInMs ?? 0);
+    // Its last delivery that may run: the next attempt, a record of its own, for another worker.
+    retries.retry(envelope, failure.message).then(
+      () => {
+        metrics.retries.inc({ model: modelLabel(envelope.model) });
+        settle(envelope, "done", "RETRY", true);
+      },
+      (err: unknown) => {
+        log.warn({ err, jobId: envelope.jobId }, "could not write the job to the retry topic; answering it Unavailable");
         fail(envelope, failure);
       },
     );

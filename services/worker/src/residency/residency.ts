@@ -21,157 +21,38 @@
  * Failed-load back-off and traffic decay are read from the clock when needed; the only timer is
  * the cap on a `pinned-by-traffic` load waiting for a busy victim (see `busyVictimWaitMs`).
  */
-import type { Clock } from "../batching/clock.ts";
 import { ModelTooLargeError, ResidencyClosedError } from "./errors.ts";
 import { chooseVictims, type ResidencyPolicy, type VictimCandidate } from "./eviction-policy.ts";
+import { asError, entryInfo, newEntry, type Entry, type Waiter } from "./residency-entry.ts";
 import { DecayingCount } from "./traffic.ts";
+import {
+  DEFAULT_BUSY_VICTIM_WAIT_MS,
+  DEFAULT_FAILED_RETRY_MS,
+  DEFAULT_THRASH_WINDOW_MS,
+  DEFAULT_TRAFFIC,
+  type AcquireOptions,
+  type Lease,
+  type ModelResidencyInfo,
+  type ResidencyEvent,
+  type ResidencyOptions,
+  type ResidencyState,
+  type TrafficOptions,
+} from "./residency-types.ts";
 
 export type { ResidencyPolicy } from "./eviction-policy.ts";
-
-/** Tuning of the `pinned-by-traffic` policy. */
-export interface TrafficOptions {
-  /** Half-life of the decayed request count, ms. */
-  readonly halfLifeMs: number;
-  /** Decayed count at or above which a model is hot: reported pinned, evicted only as a last resort. */
-  readonly hotThreshold: number;
-}
-
-/**
- * Defaults tuned on `npm run bench:residency` (Zipf s=1.1 over 20 models, room for 5): cold loads
- * fall as the half-life grows until it spans ~100 requests (0.84 of LRU's at 10 requests per
- * half-life, 0.75 from 100 on, the Belady optimum being ~0.62), so a minute suits anything from a
- * couple of requests per second up, and still forgets a model nobody asks for within minutes.
- * Hot = about one request every 8.7 s sustained (10 = rate × 60 000 ms / ln 2).
- */
-export const DEFAULT_TRAFFIC: TrafficOptions = { halfLifeMs: 60_000, hotThreshold: 10 };
-export const DEFAULT_THRASH_WINDOW_MS = 30_000;
-export const DEFAULT_FAILED_RETRY_MS = 2_000;
-export const DEFAULT_BUSY_VICTIM_WAIT_MS = 2_000;
-
-/** What happened, for logs and metrics. `bytes` is the model's reserved size. */
-export type ResidencyEvent =
-  | { readonly type: "loading"; readonly model: string; readonly bytes: number; readonly queuedMs: number }
-  | { readonly type: "loaded"; readonly model: string; readonly bytes: number; readonly coldStartMs: number; readonly waiters: number }
-  | { readonly type: "load-failed"; readonly model: string; readonly bytes: number; readonly coldStartMs: number; readonly error: Error }
-  /** An unload began: `reason` "room" names the model it makes room for; "close" is {@link Residency.close}. */
-  | { readonly type: "evicted"; readonly model: string; readonly bytes: number; readonly reason: "room" | "close"; readonly forModel: string | undefined }
-  | { readonly type: "unloaded"; readonly model: string; readonly bytes: number; readonly unloadMs: number }
-  /** The unloader rejected; its bytes are freed anyway (the resource is treated as gone). */
-  | { readonly type: "unload-failed"; readonly model: string; readonly bytes: number; readonly error: Error }
-  /** A model evicted less than `thrashWindowMs` ago is being loaded again. */
-  | { readonly type: "thrash"; readonly model: string; readonly sinceEvictedMs: number; readonly thrashEvents: number };
-
-export interface ResidencyOptions<R> {
-  readonly budgetBytes: number;
-  readonly policy: ResidencyPolicy;
-  /**
-   * Estimated resident bytes of a model (read when a load is queued). Throwing rejects the acquire
-   * with that error; `Infinity` (e.g. for a model not in the catalog) rejects it with ModelTooLargeError.
-   */
-  sizeOf(model: string): number;
-  /** Catalog-pinned models: loaded on demand, never evicted. Optional. */
-  isPinned?(model: string): boolean;
-  load(model: string): Promise<R>;
-  unload(model: string, resource: R): Promise<void>;
-  readonly clock: Clock;
-  /** `pinned-by-traffic` tuning; default {@link DEFAULT_TRAFFIC}. Counts are kept (and reported) under `lru` too. */
-  readonly traffic?: TrafficOptions;
-  /** A load of a model evicted less than this long ago counts as a thrash event (default 30 000). */
-  readonly thrashWindowMs?: number;
-  /** A failed load is not retried for this long: acquires reject at once with the cached error (default 2 000). */
-  readonly failedRetryMs?: number;
-  /**
-   * `pinned-by-traffic` only: how long a load may wait for a busy (loading or leased) model that is
-   * a better victim than the idle ones to go idle, before evicting idle ones instead (default 2 000).
-   */
-  readonly busyVictimWaitMs?: number;
-  /** Called synchronously on each transition; exceptions it throws are ignored. */
-  readonly onEvent?: (e: ResidencyEvent) => void;
-}
-
-/** Use of a resident model. The model stays loaded until every lease on it is released. */
-export interface Lease<R> {
-  readonly model: string;
-  readonly resource: R;
-  /** Idempotent. Do not use `resource` after releasing. */
-  release(): void;
-}
-
-/**
- * - `queued`: wanted, waiting for room (or for its previous unload to settle before loading again);
- * - `loading`, `resident`, `unloading`: bytes reserved;
- * - `failed`: the last load failed (`error`);
- * - `evicted`: was loaded, now is not (unloaded for room, or by close). Models stay listed once
- *   seen, so load/eviction counts survive eviction; a model queued but never loaded whose waiters
- *   all gave up is dropped.
- */
-export type ResidencyState = "queued" | "loading" | "resident" | "unloading" | "failed" | "evicted";
-
-export interface ModelResidencyInfo {
-  readonly model: string;
-  readonly state: ResidencyState;
-  /** Reserved bytes while loading/resident/unloading; the last estimate otherwise. */
-  readonly bytes: number;
-  /** Successful loads. */
-  readonly loadCount: number;
-  readonly failedLoadCount: number;
-  /** Unloads to make room (unloads by close() are not counted). */
-  readonly evictionCount: number;
-  /** Duration of the last load attempt (clock ms), successful or not; undefined before any. */
-  readonly lastColdStartMs: number | undefined;
-  /** Clock time of the last lease granted or released; undefined if never used. */
-  readonly lastUsedMs: number | undefined;
-  /** Leases outstanding. */
-  readonly inFlight: number;
-  /** Acquires waiting for this model's load. */
-  readonly waiting: number;
-  /** Never evicted for room: catalog-pinned, or hot under `pinned-by-traffic` (last resort only). */
-  readonly pinned: boolean;
-  readonly pinnedBy: "catalog" | "traffic" | undefined;
-  /** Decayed request count now. */
-  readonly traffic: number;
-  /** Message of the last load error while `failed`. */
-  readonly error: string | undefined;
-}
-
-export interface AcquireOptions {
-  /** Aborting removes this acquire from the wait (it rejects with the signal's reason); a load already started continues. */
-  readonly signal?: AbortSignal;
-}
-
-interface Waiter<R> {
-  resolve(lease: Lease<R>): void;
-  reject(err: unknown): void;
-  detach(): void;
-}
-
-interface Entry<R> {
-  readonly model: string;
-  state: ResidencyState;
-  /** State to go back to when a queued load is abandoned; "new" drops the entry. */
-  stateBeforeQueue: ResidencyState | "new";
-  inQueue: boolean;
-  bytes: number;
-  resource: R | undefined;
-  inFlight: number;
-  waiters: Waiter<R>[];
-  queuedAtMs: number;
-  loadStartedAtMs: number;
-  loadCount: number;
-  failedLoadCount: number;
-  evictionCount: number;
-  lastColdStartMs: number | undefined;
-  lastUsedMs: number | undefined;
-  useSeq: number;
-  lastEvictedAtMs: number | undefined;
-  failedAtMs: number;
-  error: Error | undefined;
-  readonly traffic: DecayingCount;
-}
-
-function asError(err: unknown): Error {
-  return err instanceof Error ? err : new Error(String(err));
-}
+export {
+  DEFAULT_BUSY_VICTIM_WAIT_MS,
+  DEFAULT_FAILED_RETRY_MS,
+  DEFAULT_THRASH_WINDOW_MS,
+  DEFAULT_TRAFFIC,
+  type AcquireOptions,
+  type Lease,
+  type ModelResidencyInfo,
+  type ResidencyEvent,
+  type ResidencyOptions,
+  type ResidencyState,
+  type TrafficOptions,
+};
 
 export class Residency<R> {
   readonly budgetBytes: number;
@@ -228,7 +109,7 @@ export class Residency<R> {
   tryAcquire(model: string): Lease<R> | undefined {
     if (this.closed) return undefined;
     const e = this.entries.get(model);
-    if (e?.state !== "resident") return undefined;
+    if (e?.state !== "resident" || e.stale) return undefined;
     e.traffic.add(this.opts.clock.now());
     return this.grant(e);
   }
@@ -246,7 +127,7 @@ export class Residency<R> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     const now = this.opts.clock.now();
     let e = this.entries.get(model);
-    if (e?.state === "resident") {
+    if (e?.state === "resident" && !e.stale) {
       e.traffic.add(now);
       return Promise.resolve(this.grant(e));
     }
@@ -270,14 +151,14 @@ export class Residency<R> {
         return Promise.reject(new ModelTooLargeError(model, bytes, this.budgetBytes, bytes > this.budgetBytes ? 0 : pinnedBytes));
       }
       if (e === undefined) {
-        e = this.newEntry(model, bytes);
+        e = newEntry<R>(model, bytes, this.trafficOpts.halfLifeMs);
         this.entries.set(model, e);
         e.stateBeforeQueue = "new";
       } else {
         // Abandoned after its unload settled, an unloading model is plainly evicted.
         e.stateBeforeQueue = e.state === "unloading" ? "evicted" : e.state;
-        // An unloading entry keeps its reserved size until the unload settles.
-        if (e.state !== "unloading") {
+        // An unloading (or stale) entry keeps its reserved size until the unload settles.
+        if (e.state !== "unloading" && !e.stale) {
           e.bytes = bytes;
           e.state = "queued";
         }
@@ -301,30 +182,24 @@ export class Residency<R> {
     return promise;
   }
 
+  /**
+   * The model's loaded resource is out of date (its model was replaced under the same id): no new
+   * lease is granted on it, it is unloaded at once when idle, else as its last lease is released,
+   * and the next acquire loads the model again once that unload has settled (so the old and the new
+   * resource never hold the budget at once). Leases already granted stay valid until released. A
+   * model not resident is left as it is.
+   */
+  retire(model: string): void {
+    const e = this.entries.get(model);
+    if (this.closed || e?.state !== "resident" || e.stale) return;
+    if (e.inFlight === 0) this.startUnload([e], "replaced", undefined);
+    else e.stale = true;
+  }
+
   /** Per model ever seen (see {@link ResidencyState}), sorted by model id. */
   snapshot(): readonly ModelResidencyInfo[] {
     const now = this.opts.clock.now();
-    return [...this.entries.values()]
-      .sort((a, b) => (a.model < b.model ? -1 : a.model > b.model ? 1 : 0))
-      .map((e) => {
-        const pinnedBy = this.pinnedBy(e, now);
-        return {
-          model: e.model,
-          state: e.state,
-          bytes: e.bytes,
-          loadCount: e.loadCount,
-          failedLoadCount: e.failedLoadCount,
-          evictionCount: e.evictionCount,
-          lastColdStartMs: e.lastColdStartMs,
-          lastUsedMs: e.lastUsedMs,
-          inFlight: e.inFlight,
-          waiting: e.waiters.length,
-          pinned: pinnedBy !== undefined,
-          pinnedBy,
-          traffic: e.traffic.valueAt(now),
-          error: e.state === "failed" ? e.error?.message : undefined,
-        };
-      });
+    return [...this.entries.values()].sort((a, b) => (a.model < b.model ? -1 : a.model > b.model ? 1 : 0)).map((e) => entryInfo(e, this.pinnedBy(e, now), now));
   }
 
   /**
@@ -359,31 +234,6 @@ export class Residency<R> {
   }
 
   // --- internals -------------------------------------------------------------------------------
-
-  private newEntry(model: string, bytes: number): Entry<R> {
-    return {
-      model,
-      state: "queued",
-      stateBeforeQueue: "new",
-      inQueue: false,
-      bytes,
-      resource: undefined,
-      inFlight: 0,
-      waiters: [],
-      queuedAtMs: 0,
-      loadStartedAtMs: 0,
-      loadCount: 0,
-      failedLoadCount: 0,
-      evictionCount: 0,
-      lastColdStartMs: undefined,
-      lastUsedMs: undefined,
-      useSeq: 0,
-      lastEvictedAtMs: undefined,
-      failedAtMs: 0,
-      error: undefined,
-      traffic: new DecayingCount(this.trafficOpts.halfLifeMs),
-    };
-  }
 
   private emit(e: ResidencyEvent): void {
     try {
@@ -441,6 +291,7 @@ export class Residency<R> {
       if (e.state === "resident") this.startUnload([e], "close", undefined);
       return;
     }
+    if (e.stale && e.state === "resident") return this.startUnload([e], "replaced", undefined);
     if (this.queue.length > 0) this.pump();
   }
 
@@ -485,7 +336,7 @@ export class Residency<R> {
   private pumpOnce(): void {
     while (this.queue.length > 0 && !this.closed) {
       const head = this.queue[0]!;
-      if (head.state === "unloading") return; // loads again once its own unload settles
+      if (head.state === "unloading" || head.stale) return; // loads again once its own unload settles
       const pinnedBytes = this.pinnedBytesExcept(head.model);
       if (head.bytes > this.budgetBytes - pinnedBytes) {
         // Catalog-pinned models loaded since it was queued leave it no room, ever.
@@ -641,12 +492,13 @@ export class Residency<R> {
    * Unloads models (idle, resident). All of them change state before any observer or unloader
    * runs, so a re-entrant acquire cannot lease a victim chosen in the same plan.
    */
-  private startUnload(victims: readonly Entry<R>[], reason: "room" | "close", forModel: string | undefined): void {
+  private startUnload(victims: readonly Entry<R>[], reason: "room" | "close" | "replaced", forModel: string | undefined): void {
     const now = this.opts.clock.now();
     const started = victims.map((e) => {
       const resource = e.resource as R;
       e.resource = undefined;
       e.state = "unloading";
+      e.stale = false;
       this.unloadingBytes += e.bytes;
       if (reason === "room") {
         e.evictionCount += 1;

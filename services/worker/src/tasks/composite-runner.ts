@@ -23,12 +23,13 @@ export interface EmbedderAccess {
  * that embedder, and releases the lease when its scores are in. So the composite's own resident
  * size is ~0 and the embedder is never counted twice; an idle composite does not keep its
  * embedder loaded. A zero-shot classifier keeps its label descriptions' vectors from its first
- * job until it is unloaded.
+ * job until it is unloaded or its embedder is replaced (another revision loaded under its id).
  */
 export class CompositeRunner {
   private inFlight = 0;
   private readonly idleWaiters: Array<() => void> = [];
-  private labelVectors: Float32Array | undefined;
+  /** The label descriptions' vectors, and the embedder runner (one revision of it) that computed them. */
+  private labelVectors: { readonly by: ModelRunner; readonly vectors: Float32Array } | undefined;
   private readonly scoring: CompositeScoring;
 
   constructor(
@@ -64,10 +65,11 @@ export class CompositeRunner {
         return finish(this.failure(envelope, JobStatus.INTERNAL, `embedder '${this.scoring.embedder}' is not an embed model on this worker`));
       }
       const embedder = runner.spec;
+      // Vectors of another revision of the embedder (replaced under its id since) are computed again.
       const cache: LabelVectorCache = {
-        get: () => this.labelVectors,
+        get: () => (this.labelVectors?.by === runner ? this.labelVectors.vectors : undefined),
         set: (v) => {
-          this.labelVectors = v;
+          this.labelVectors = { by: runner, vectors: v };
         },
       };
       const ctx = { id: this.model.id, scoring: this.scoring, limits: this.limits, labelVectors: cache };

@@ -1,9 +1,10 @@
 import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { firstExisting, sessionBytesOfFile, type Catalog, type CatalogModel, type Logger } from "@shoal/common";
+import { firstExisting, modelIdentity, sessionBytesOfFile, type Catalog, type CatalogModel, type Logger } from "@shoal/common";
 import type { Clock } from "../batching/clock.ts";
 import type { ComputeGate } from "../batching/compute-gate.ts";
+import { LoadBackoff, type LoadFailure } from "../residency/load-backoff.ts";
 import { Residency, type Lease, type ResidencyEvent } from "../residency/residency.ts";
 import { createInferenceThreads, type InferenceThreads } from "../runtime/inference-threads.ts";
 import { SidecarHost } from "../runtime/sidecar/sidecar-host.ts";
@@ -57,7 +58,13 @@ export interface ModelFleetDeps {
   readonly onChange: () => void;
 }
 
-/** The pool's models on this worker: loaded on demand under the memory budget, evicted by policy. */
+/**
+ * The pool's models on this worker: loaded on demand under the memory budget, evicted by policy.
+ * A lease is always on the model's current revision (the registry's record now, compared by
+ * modelIdentity): a session loaded from a model since replaced under its id is retired (no new
+ * lease; freed once its batches in flight finish) and the new revision loaded in its place, so a
+ * batch only ever holds rows of one revision.
+ */
 export interface ModelFleet {
   readonly residency: Residency<FleetRunner>;
   /** `cpu`, `cuda` or `simulated:<profile>` (as the cluster status should show it). */
@@ -66,8 +73,18 @@ export interface ModelFleet {
   readonly device: SimulatedDevice | undefined;
   /** Loads the start-up models (those named, else the pool's while they fit); failures are logged. */
   preload(): Promise<void>;
+  /** A lease at once when the model's current revision is resident, else undefined (a replaced one is retired). */
   tryAcquire(model: string): Lease<FleetRunner> | undefined;
+  /**
+   * A lease on the model's current revision, loading it if needed (after a replaced one's batches and
+   * unload). While the model's last load failed and waits out its backoff (LoadBackoff), rejects at
+   * once with that load's error.
+   */
   acquire(model: string): Promise<Lease<FleetRunner>>;
+  /** The model's last load failed here: its error and the backoff before the next try; else undefined. */
+  loadFailure(model: string): LoadFailure | undefined;
+  /** Every model whose last load failed here (readiness). */
+  loadFailures(): LoadFailure[];
   close(): Promise<void>;
 }
 
@@ -114,15 +131,49 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
 
   // A model the registry added after start (or replaced under the same id) is sized on its first
   // need, from its files, as the start-up ones were above; the residency checks it against the budget.
-  const sizedFrom = new Map<string, CatalogModel>(poolModels.filter((m) => sizes.has(m.id)).map((m) => [m.id, m]));
+  const sizedFrom = new Map<string, string>(poolModels.filter((m) => sizes.has(m.id)).map((m) => [m.id, modelIdentity(m)]));
   async function sizeOnFirstNeed(id: string): Promise<void> {
     const m = catalog.models.get(id);
-    if (m === undefined || sizedFrom.get(id) === m || residency.snapshot().some((r) => r.model === id && r.state === "resident")) return;
+    if (m === undefined || sizedFrom.get(id) === modelIdentity(m)) return;
     // An hf: model known from its registry record: its files come now, on its first need.
     if (m.memoryBytes === undefined) await m.ensureFiles?.();
     sizes.set(id, device === undefined || m.composite !== undefined ? await estimateModelBytes(m, sessions) : (m.memoryBytes ?? device.profile.memoryBytes));
-    sizedFrom.set(id, m);
+    sizedFrom.set(id, modelIdentity(m));
   }
+
+  // Which model (its identity) each runner was loaded from.
+  const loadedFrom = new WeakMap<FleetRunner, string>();
+  /** Whether a lease is on the model's current revision (a model no longer in the registry: whatever is loaded). */
+  function current(lease: Lease<FleetRunner>): boolean {
+    const now = catalog.models.get(lease.model);
+    return now === undefined || loadedFrom.get(lease.resource) === modelIdentity(now);
+  }
+  /** A lease on an out-of-date runner is given back and the runner retired: no new lease; freed once idle. */
+  function retired(lease: Lease<FleetRunner>): undefined {
+    lease.release();
+    log.info({ model: lease.model }, "model replaced under its id in the registry: its loaded revision is retired");
+    residency.retire(lease.model);
+    return undefined;
+  }
+  function tryAcquire(id: string): Lease<FleetRunner> | undefined {
+    const lease = residency.tryAcquire(id);
+    return lease === undefined || current(lease) ? lease : retired(lease);
+  }
+  // After a failed load a model is not tried again for a while, growing while it keeps failing.
+  const backoff = new LoadBackoff({ now: () => deps.clock.now() });
+  async function acquire(id: string): Promise<Lease<FleetRunner>> {
+    const failed = backoff.failure(id);
+    if (failed !== undefined && failed.retryInMs > 0) throw failed.error;
+    for (;;) {
+      await sizeOnFirstNeed(id);
+      // After a retire, this waits for the old runner's batches and unload, then loads the new revision.
+      const lease = await residency.acquire(id);
+      if (current(lease)) return lease;
+      retired(lease);
+    }
+  }
+  // What a composite leases its embedder through: the same revision check.
+  const embedders = { tryAcquire, acquire };
 
   // Started on the first sidecar model's load, shared by all of them, closed with the fleet.
   let sidecar: SidecarHost | undefined;
@@ -157,12 +208,16 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
     if (model.composite !== undefined) {
       const { composite } = model;
       const limits = deps.runnerOptions(model).inputLimits ?? { maxInputs: Infinity, maxInputChars: Infinity, maxRequestBytes: Infinity };
-      return new CompositeRunner({ ...model, composite }, residency, limits, deps.clock, config.workerId, log);
+      const runner = new CompositeRunner({ ...model, composite }, embedders, limits, deps.clock, config.workerId, log);
+      loadedFrom.set(runner, modelIdentity(model));
+      return runner;
     }
     const inference = await openRuntime(model);
     try {
       const tokenizer = await createTextTokenizer(model.spec);
-      return new ModelRunner(model.spec, tokenizer, inference, deps.runnerOptions(model), deps.clock, log);
+      const runner = new ModelRunner(model.spec, tokenizer, inference, deps.runnerOptions(model), deps.clock, log);
+      loadedFrom.set(runner, modelIdentity(model));
+      return runner;
     } catch (err) {
       await inference.close();
       throw err;
@@ -173,19 +228,23 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
     const labels = { model: e.model };
     switch (e.type) {
       case "loaded":
+        backoff.succeeded(e.model);
         metrics.modelLoads.inc(labels);
         metrics.coldStartSeconds.set(labels, e.coldStartMs / 1000);
         log.info({ model: e.model, coldStartMs: Math.round(e.coldStartMs) }, "model loaded");
         break;
       case "evicted":
+        if (e.reason === "replaced") log.info({ model: e.model }, "replaced revision unloading (its batches in flight are done)");
         if (e.reason !== "room") break;
         metrics.modelEvictions.inc(labels);
         log.info({ model: e.model, forModel: e.forModel }, "model evicted to make room");
         break;
-      case "load-failed":
+      case "load-failed": {
         metrics.modelLoadFailures.inc(labels);
-        log.error({ model: e.model, err: e.error }, "model failed to load");
+        const retryInMs = backoff.failed(e.model, e.error);
+        log.error({ model: e.model, err: e.error, retryInMs }, "model failed to load");
         break;
+      }
       case "thrash":
         metrics.residencyThrash.inc(labels);
         log.warn({ model: e.model }, "model reloaded soon after its eviction (thrashing): raise SHOAL_MEMORY_BUDGET or pin the model");
@@ -204,6 +263,8 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
     sizeOf: (id) => sizes.get(id) ?? Number.POSITIVE_INFINITY,
     isPinned: (id) => catalog.models.get(id)?.pinned ?? false,
     load,
+    // The fleet's LoadBackoff alone decides when a failed model is tried again (see acquire).
+    failedRetryMs: 0,
     async unload(_id, runner) {
       await runner.idle();
       await runner.close();
@@ -238,18 +299,16 @@ export async function createModelFleet(deps: ModelFleetDeps): Promise<ModelFleet
       }
       for (const id of ids) {
         try {
-          await sizeOnFirstNeed(id);
-          (await residency.acquire(id)).release();
+          (await acquire(id)).release();
         } catch (err) {
           log.error({ model: id, err }, "start-up load failed; the model's jobs will retry it");
         }
       }
     },
-    tryAcquire: (id) => residency.tryAcquire(id),
-    acquire: async (id) => {
-      await sizeOnFirstNeed(id);
-      return residency.acquire(id);
-    },
+    tryAcquire,
+    acquire,
+    loadFailure: (id) => backoff.failure(id),
+    loadFailures: () => backoff.failures(),
     close: async () => {
       await residency.close();
       await sidecar?.close();

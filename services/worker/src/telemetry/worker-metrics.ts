@@ -115,7 +115,7 @@ export function createWorkerMetrics(inFlight: () => number): WorkerMetrics {
     }),
     shareGivenBack: new Counter({
       name: "shoal_worker_share_given_back_total",
-      help: "Share intake: jobs taken and released unrun (busy: a fetch begun idle brought it after another model's job was taken; stopping: the intake had paused)",
+      help: "Share intake: jobs taken and released unrun (busy: a fetch begun idle brought it after another model's job was taken; stopping: the intake had paused; unservable: its model failed to load here and waits out a backoff)",
       labelNames: ["why"],
       registers,
     }),
