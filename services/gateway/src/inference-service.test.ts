@@ -353,6 +353,17 @@ describe("a job whose record's fate is unknown (a broker that did not answer in 
     assert.deepEqual(h.cancels, []);
   });
 
+  test("a copy that may be written, then copies that never left (the producer reconnecting): tried again after a pause until one is acknowledged", async () => {
+    const h = harness();
+    h.answer(() => ({ case: "embed", value: { dimensions: 1, vectors: f32([1]), tokenCounts: [1], truncated: [] } }));
+    h.failures.push(notAcked(true), notAcked(false), notAcked(false), notAcked(false));
+    const res = await embedOne(h);
+    assert.equal(create(EmbedResponseSchema, res).embeddings.length, 1);
+    assert.equal(h.sent.length, 5, "the first copy, three that never left, and the one acknowledged");
+    assert.equal(new Set(h.sent.map((x) => x.envelope.jobId)).size, 1);
+    assert.deepEqual(h.cancels, []);
+  });
+
   test("never left the gateway: Unavailable at once, not sent again, no cancel", async () => {
     const h = harness();
     h.failures.push(notAcked(false));

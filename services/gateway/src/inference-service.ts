@@ -143,12 +143,15 @@ async function enqueueAndWait(
   // The record now going out: a copy has a key of its own, so the partitioner sends it to
   // another partition than the silent leader's, most likely (workers read the job id from the envelope).
   let current = message;
-  const send = (copy: number): void => {
+  /** Sends copy `copy`; `unknown` copies so far went out without an answer. */
+  const send = (copy: number, unknown: number): void => {
+    if (copy > 1 && !deps.pending.waiting(jobId)) return;
     current = copy === 1 ? message : { ...message, key: `${jobId}#${copy}` };
     deps.producer.send(topic, current).then(
       () => span.end(),
       (err: unknown) => {
-        maybeWritten ||= err instanceof QueueUnavailableError && err.maybeWritten;
+        const wentOut = err instanceof QueueUnavailableError && err.maybeWritten;
+        maybeWritten ||= wentOut;
         if (!maybeWritten) {
           // No copy left the gateway: nothing can run, and the caller may try elsewhere at once.
           span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
@@ -158,23 +161,28 @@ async function enqueueAndWait(
           deps.pending.givenUp(jobId);
           return;
         }
-        // A copy went out to a broker that did not answer (a silent leader, or a follower still in
-        // the ISR): it may be written and may run. Never answered Unavailable then: a caller told
-        // so would retry while its job runs unseen. Sent again under the same job id while the
-        // deadline leaves room for another bound (the copy answered first settles the call, a
-        // later one is dropped as a duplicate); after that the call waits for its result until its
-        // deadline, which ends it DeadlineExceeded and sends a cancel.
-        if (copy < MAX_COPIES && deps.pending.waiting(jobId) && deadlineUnixMs - Date.now() > 2 * deps.producer.ackTimeoutMs) {
-          span.addEvent("sent again: not acknowledged in time", { copy });
-          send(copy + 1);
-        } else {
-          span.addEvent("not acknowledged in time; waiting for a copy's result until the deadline", { copy });
-          span.end();
+        // A copy went out to a broker that did not answer (a silent leader, a leader killed before
+        // it answered, a follower still in the ISR): it may be written and may run. Never answered
+        // Unavailable then: a caller told so would retry while its job runs unseen. Another copy
+        // goes out under the same job id until one is acknowledged, while the deadline leaves room
+        // for one more bound: at once after a copy that went out (at most MAX_COPIES of those),
+        // after a pause after one that never left (the producer reconnecting). The copy answered
+        // first settles the call, a later one is dropped as a duplicate. Otherwise the call waits
+        // for a result until its deadline, which ends it DeadlineExceeded and sends a cancel.
+        const room = deps.pending.waiting(jobId) && deadlineUnixMs - Date.now() > deps.producer.ackTimeoutMs + COPY_PAUSE_MS;
+        const copies = unknown + (wentOut ? 1 : 0);
+        if (room && copies < MAX_COPIES) {
+          span.addEvent("sent again: not acknowledged", { copy });
+          if (wentOut) send(copy + 1, copies);
+          else setTimeout(() => send(copy + 1, copies), COPY_PAUSE_MS);
+          return;
         }
+        span.addEvent("not acknowledged; waiting for a copy's result until the deadline", { copy });
+        span.end();
       },
     );
   };
-  send(1);
+  send(1, 0);
   let outcome: JobResult;
   try {
     outcome = await result;
@@ -195,8 +203,10 @@ async function enqueueAndWait(
   return outcome;
 }
 
-/** Copies of a job sent while its broker does not answer (see enqueueAndWait). */
+/** Copies of a job that went out without an answer, at most (see enqueueAndWait). */
 const MAX_COPIES = 3;
+/** The pause before another copy when the last one never left the gateway (its producer reconnecting). */
+const COPY_PAUSE_MS = 250;
 
 /** Asks the workers to skip a job whose call ended without its result (best effort). */
 function sendCancel(deps: InferenceDeps, pool: string, jobId: string, deadlineUnixMs: number): void {
