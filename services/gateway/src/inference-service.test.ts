@@ -353,13 +353,13 @@ describe("a job whose record's fate is unknown (a broker that did not answer in 
     assert.deepEqual(h.cancels, []);
   });
 
-  test("a copy that may be written, then copies that never left (the producer reconnecting): tried again after a pause until one is acknowledged", async () => {
+  test("a copy that may be written, then copies that failed at once (the producer reconnecting): tried again after a pause until one is acknowledged", async () => {
     const h = harness();
     h.answer(() => ({ case: "embed", value: { dimensions: 1, vectors: f32([1]), tokenCounts: [1], truncated: [] } }));
     h.failures.push(notAcked(true), notAcked(false), notAcked(false), notAcked(false));
     const res = await embedOne(h);
     assert.equal(create(EmbedResponseSchema, res).embeddings.length, 1);
-    assert.equal(h.sent.length, 5, "the first copy, three that never left, and the one acknowledged");
+    assert.equal(h.sent.length, 5, "the first copy, three that failed, and the one acknowledged");
     assert.equal(new Set(h.sent.map((x) => x.envelope.jobId)).size, 1);
     assert.deepEqual(h.cancels, []);
   });
@@ -375,10 +375,11 @@ describe("a job whose record's fate is unknown (a broker that did not answer in 
   test("every copy unanswered: never Unavailable; the call waits for a result until its deadline, then a cancel follows", async () => {
     const reported: string[] = [];
     const pending = new PendingJobs((jobId) => reported.push(jobId));
-    const h = harness({ pending, defaultTimeoutMs: 300 });
-    h.failures.push(notAcked(true), notAcked(true), notAcked(true));
+    const h = harness({ pending, defaultTimeoutMs: 1_200 });
+    h.failures.push(...Array.from({ length: 20 }, () => notAcked(true)));
     await rejects(embedOne(h), Code.DeadlineExceeded, /deadline/i);
     const jobId = h.sent[0]!.envelope.jobId;
+    // Copies 500 ms apart while the deadline leaves room for a pause and a bound: three in 1.2 s.
     assert.deepEqual([h.sent.length, h.cancels, h.abandoned], [3, [jobId], ["cancel_sent"]]);
     // Its result, late: dropped, and not reported (the caller was not told it did not run).
     pending.settle(create(JobResultSchema, { jobId, status: JobStatus.OK }));

@@ -143,15 +143,15 @@ async function enqueueAndWait(
   // The record now going out: a copy has a key of its own, so the partitioner sends it to
   // another partition than the silent leader's, most likely (workers read the job id from the envelope).
   let current = message;
-  /** Sends copy `copy`; `unknown` copies so far went out without an answer. */
-  const send = (copy: number, unknown: number): void => {
+  /** Sends copy `copy` of the job. */
+  const send = (copy: number): void => {
     if (copy > 1 && !deps.pending.waiting(jobId)) return;
     current = copy === 1 ? message : { ...message, key: `${jobId}#${copy}` };
+    const sentAt = Date.now();
     deps.producer.send(topic, current).then(
       () => span.end(),
       (err: unknown) => {
-        const wentOut = err instanceof QueueUnavailableError && err.maybeWritten;
-        maybeWritten ||= wentOut;
+        maybeWritten ||= err instanceof QueueUnavailableError && err.maybeWritten;
         if (!maybeWritten) {
           // No copy left the gateway: nothing can run, and the caller may try elsewhere at once.
           span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
@@ -161,20 +161,19 @@ async function enqueueAndWait(
           deps.pending.givenUp(jobId);
           return;
         }
-        // A copy went out to a broker that did not answer (a silent leader, a leader killed before
-        // it answered, a follower still in the ISR): it may be written and may run. Never answered
-        // Unavailable then: a caller told so would retry while its job runs unseen. Another copy
-        // goes out under the same job id until one is acknowledged, while the deadline leaves room
-        // for one more bound: at once after a copy that went out (at most MAX_COPIES of those),
-        // after a pause after one that never left (the producer reconnecting). The copy answered
-        // first settles the call, a later one is dropped as a duplicate. Otherwise the call waits
-        // for a result until its deadline, which ends it DeadlineExceeded and sends a cancel.
-        const room = deps.pending.waiting(jobId) && deadlineUnixMs - Date.now() > deps.producer.ackTimeoutMs + COPY_PAUSE_MS;
-        const copies = unknown + (wentOut ? 1 : 0);
-        if (room && copies < MAX_COPIES) {
+        // A copy went out and the broker did not answer (a silent leader, a leader killed before it
+        // answered, one request holding records of a live and a dead leader): it may be written
+        // and may run. Never answered Unavailable then: a caller told so would retry while its job
+        // runs unseen. Another copy goes out under the same job id until one is acknowledged, while
+        // the deadline leaves room for one more bound: at once after a copy that waited out its
+        // bound, after a pause after one that failed sooner (a producer that refreshes its metadata
+        // or reconnects). The copy answered first settles the call, a later one is dropped as a
+        // duplicate. Otherwise the call waits for a result until its deadline, which ends it
+        // DeadlineExceeded and sends a cancel.
+        const pauseMs = Date.now() - sentAt >= deps.producer.ackTimeoutMs ? 0 : COPY_PAUSE_MS;
+        if (copy < MAX_COPIES && deps.pending.waiting(jobId) && deadlineUnixMs - Date.now() > deps.producer.ackTimeoutMs + pauseMs) {
           span.addEvent("sent again: not acknowledged", { copy });
-          if (wentOut) send(copy + 1, copies);
-          else setTimeout(() => send(copy + 1, copies), COPY_PAUSE_MS);
+          setTimeout(() => send(copy + 1), pauseMs);
           return;
         }
         span.addEvent("not acknowledged; waiting for a copy's result until the deadline", { copy });
@@ -182,7 +181,7 @@ async function enqueueAndWait(
       },
     );
   };
-  send(1, 0);
+  send(1);
   let outcome: JobResult;
   try {
     outcome = await result;
@@ -203,10 +202,10 @@ async function enqueueAndWait(
   return outcome;
 }
 
-/** Copies of a job that went out without an answer, at most (see enqueueAndWait). */
-const MAX_COPIES = 3;
-/** The pause before another copy when the last one never left the gateway (its producer reconnecting). */
-const COPY_PAUSE_MS = 250;
+/** Copies of a job sent at most, the first included (see enqueueAndWait). */
+const MAX_COPIES = 20;
+/** The pause before another copy when the last one failed before its bound. */
+const COPY_PAUSE_MS = 500;
 
 /** Asks the workers to skip a job whose call ended without its result (best effort). */
 function sendCancel(deps: InferenceDeps, pool: string, jobId: string, deadlineUnixMs: number): void {
