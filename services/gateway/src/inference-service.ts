@@ -145,7 +145,11 @@ async function enqueueAndWait(
   let current = message;
   /** Sends copy `copy` of the job. */
   const send = (copy: number): void => {
-    if (copy > 1 && !deps.pending.waiting(jobId)) return;
+    if (copy > 1 && !deps.pending.waiting(jobId)) {
+      // Settled (an earlier copy's result) or ended while this copy waited for its turn.
+      span.end();
+      return;
+    }
     current = copy === 1 ? message : { ...message, key: `${jobId}#${copy}` };
     const sentAt = Date.now();
     deps.producer.send(topic, current).then(
