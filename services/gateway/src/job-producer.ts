@@ -48,7 +48,10 @@ export function createJobProducer(kafka: Kafka, logger: Logger, ackTimeoutMs = 3
         // never written later for a call already answered. Otherwise it went out and, unless the
         // producer could not even connect, the broker may have written it without answering.
         const maybeWritten = !producer.withdraw(message) && !neverSent(err);
-        log.debug({ jobId: String(message.key), topic, maybeWritten, err: (err as Error).message }, "job not acknowledged in time (maybeWritten: it went out, another copy follows; otherwise the call is answered Unavailable)");
+        log.debug(
+          { jobId: String(message.key), topic, maybeWritten, err: (err as Error).message },
+          "job not acknowledged in time (maybeWritten: it went out, another copy follows; otherwise the call is answered Unavailable)",
+        );
         throw new QueueUnavailableError(`job queue unavailable: ${(err as Error).message}`, maybeWritten);
       } finally {
         clearTimeout(timer);
