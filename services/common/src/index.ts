@@ -12,6 +12,7 @@ export {
   replyTopic,
   retryTopic,
   WAKE_HEADER,
+  COMPACTED_STATE_CONFIG,
   ensureTopics,
   poolTopicSpecs,
   statusTopicSpec,

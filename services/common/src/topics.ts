@@ -69,6 +69,17 @@ export interface TopicSpec {
 }
 
 /**
+ * A compacted state topic's config (the model registry's, the Batch API's state): small segments
+ * so compaction keeps up, and a tombstone kept a day so every follower sees a removal.
+ */
+export const COMPACTED_STATE_CONFIG: Readonly<Record<string, string>> = {
+  "cleanup.policy": "compact",
+  "segment.ms": String(10 * 60_000),
+  "min.cleanable.dirty.ratio": "0.2",
+  "delete.retention.ms": String(24 * 3_600_000),
+};
+
+/**
  * Creates the topics that do not exist yet (idempotent, safe to race between replicas:
  * kafkajs reports an existing topic as "not created", not as an error).
  */

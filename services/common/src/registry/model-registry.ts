@@ -5,7 +5,7 @@ import type { EnvReader } from "../env-config.ts";
 import type { Logger } from "../logger.ts";
 import { SIGNATURE_HEADER, statusSignedBytes, type RecordSigner } from "../record-signer.ts";
 import { createResilientConsumer, SOLO_GROUP_CONSUMER } from "../resilient-consumer.ts";
-import { ensureTopics, type TopicSpec } from "../topics.ts";
+import { COMPACTED_STATE_CONFIG, ensureTopics, type TopicSpec } from "../topics.ts";
 import { LiveModels } from "./live-models.ts";
 import { createSourceResolver, type ModelSourceResolver } from "./model-source.ts";
 import { embedderOf, modelKey, modelRecordValue, RegistryState, seedKey, seedRecordValue } from "./registry-state.ts";
@@ -19,12 +19,7 @@ export function registryTopicSpec(topic: string = REGISTRY_TOPIC): TopicSpec {
   return {
     topic,
     partitions: 1,
-    config: {
-      "cleanup.policy": "compact",
-      "segment.ms": String(10 * 60_000),
-      "min.cleanable.dirty.ratio": "0.2",
-      "delete.retention.ms": String(24 * 3_600_000),
-    },
+    config: COMPACTED_STATE_CONFIG,
   };
 }
 

@@ -1,5 +1,5 @@
 import type { Admin, Kafka, KafkaMessage, Producer } from "kafkajs";
-import { createResilientConsumer, ensureTopics, type Logger, SOLO_GROUP_CONSUMER, type TopicSpec } from "@shoal/common";
+import { COMPACTED_STATE_CONFIG, createResilientConsumer, ensureTopics, type Logger, SOLO_GROUP_CONSUMER, type TopicSpec } from "@shoal/common";
 import type { RecordReader } from "@shoal/kafka-share";
 import { CHUNK_BYTES } from "./batch-config.ts";
 import type { ChunkRef } from "./batch-records.ts";
@@ -31,12 +31,7 @@ export function batchTopicSpecs(t: BatchTopics, retentionMs: number): TopicSpec[
       topic: t.state,
       partitions: 1,
       // As the model registry's: compacted, a tombstone kept a day.
-      config: {
-        "cleanup.policy": "compact",
-        "segment.ms": String(10 * 60_000),
-        "min.cleanable.dirty.ratio": "0.2",
-        "delete.retention.ms": String(24 * 3_600_000),
-      },
+      config: COMPACTED_STATE_CONFIG,
     },
     { topic: t.files, partitions: 3, config: { "retention.ms": String(retentionMs), "max.message.bytes": String(CHUNK_BYTES + 64 * 1024) } },
     { topic: t.work, partitions: WORK_PARTITIONS },
